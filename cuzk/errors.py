@@ -1,0 +1,46 @@
+"""One exception hierarchy: the API maps InputError to 4xx, anything else to 5xx."""
+
+from __future__ import annotations
+
+
+class CuzkError(Exception):
+    """Base class; ``str(e)`` is a message fit to show a user."""
+
+
+class InputError(CuzkError):
+    """The caller sent something wrong; nothing in the engine changed because of it."""
+
+    http_status = 400
+
+
+class FormatError(InputError):
+    """A circuit, key or witness file is truncated, corrupt or does not match."""
+
+    http_status = 422
+
+    def __init__(self, path: object, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = str(path)
+        self.problem = problem
+
+
+class WitnessError(InputError):
+    """Inputs that witness generation rejects (missing, extra or malformed signals, failed asserts)."""
+
+    http_status = 422
+
+
+class UnknownProofKind(InputError):
+    http_status = 404
+
+
+class UnknownJob(InputError):
+    http_status = 404
+
+
+class MemoryRequestTooLarge(CuzkError):
+    """A reservation larger than the whole memory budget: it could never be granted."""
+
+
+class ProofError(CuzkError):
+    """A proof failed self-verification: never returned to a client."""
