@@ -1,0 +1,32 @@
+"""The seam between the Groth16 steps and the hardware that runs the GPU phase."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+from py_arkworks_bls12381 import G1Point
+
+if TYPE_CHECKING:
+    from cuzk.prover.keys import ProvingKey
+
+G1_SECTIONS = ("A", "B1", "C", "H")
+
+
+class ComputeBackend(Protocol):
+    """What ``gpu_phase`` needs: H on the odd coset and the four G1 MSMs."""
+
+    name: str
+    device: str
+
+    def upload_key(self, key: ProvingKey) -> int:
+        """Make the key's G1 point sections resident; returns the device bytes used (0 on the CPU)."""
+        ...
+
+    def drop_key(self, key: ProvingKey) -> None: ...
+
+    def h_evaluations(self, key: ProvingKey, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        """(a*b - c) on the odd coset, normal form, from Montgomery evaluations on the domain."""
+        ...
+
+    def msm_g1(self, key: ProvingKey, section: str, scalars: np.ndarray) -> G1Point: ...

@@ -1,0 +1,75 @@
+"""A circuit as the prover uses it: its r1cs (for checks) and its wasm witness generator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cuzk.errors import FormatError, WitnessError
+from cuzk.formats.r1cs import MATRIX_C, R1CS, read_r1cs
+from cuzk.formats.zkey import encode_coefficients
+from cuzk.prover.keys import ProvingKey
+from cuzk.witness.wasm import WitnessCalculator
+from kernels import qap
+
+
+class Circuit:
+    def __init__(self, name: str, r1cs: R1CS, calculator: WitnessCalculator) -> None:
+        if calculator.n_vars != r1cs.n_wires:
+            raise FormatError(
+                calculator.path, f"computes {calculator.n_vars} signals but {r1cs.path} has {r1cs.n_wires}"
+            )
+        if calculator.curve is not r1cs.curve:
+            raise FormatError(calculator.path, f"is for {calculator.curve.name}, {r1cs.path} for {r1cs.curve.name}")
+        self.name = name
+        self.r1cs = r1cs
+        self.calculator = calculator
+        cons = r1cs.constraints
+        assert cons is not None
+        c_terms = cons.of(MATRIX_C)
+        self._c_constraint = np.ascontiguousarray(c_terms.constraint, dtype=np.uint32)
+        self._c_signal = np.ascontiguousarray(c_terms.signal, dtype=np.uint32)
+        self._c_value = np.ascontiguousarray(encode_coefficients(c_terms.value, r1cs.curve))
+        self._c_matrix = np.zeros(len(c_terms), dtype=np.uint32)
+
+    @classmethod
+    def load(cls, r1cs_path: str | Path, wasm_path: str | Path, name: str | None = None) -> Circuit:
+        r1cs = read_r1cs(r1cs_path)
+        return cls(name or Path(r1cs_path).stem, r1cs, WitnessCalculator(wasm_path))
+
+    def calculate_witness(self, inputs: dict[str, Any]) -> np.ndarray:
+        return self.calculator.calculate(inputs)
+
+    def check_key(self, key: ProvingKey) -> None:
+        """Refuse a zkey made for another circuit before it produces a proof that cannot verify."""
+        r, s = self.r1cs, key.sizes
+        problems = []
+        if key.curve is not r.curve:
+            problems.append(f"curve {key.curve.name} != {r.curve.name}")
+        if s.n_vars != r.n_wires:
+            problems.append(f"{s.n_vars} signals, circuit has {r.n_wires}")
+        if s.n_public != r.n_public:
+            problems.append(f"{s.n_public} public signals, circuit has {r.n_public}")
+        if s.domain_size != r.domain_size:
+            problems.append(f"domain {s.domain_size}, circuit needs {r.domain_size}")
+        if problems:
+            raise FormatError(key.path, f"is not a key for circuit {self.name}: " + "; ".join(problems))
+
+    def check_satisfied(self, witness: np.ndarray, c_evals: np.ndarray) -> None:
+        """Every constraint a*b = c holds; else name the first one that does not.
+
+        ``c_evals`` is synthesize's a*b (Montgomery); C*w is computed from the r1cs's C terms.
+        """
+        n = self.r1cs.n_constraints
+        domain = c_evals.shape[0]
+        cw, _, _ = qap.build_abc(
+            self._c_matrix, self._c_constraint, self._c_signal, self._c_value, witness, domain
+        )
+        bad = np.flatnonzero((cw[:n] != c_evals[:n]).any(axis=1))
+        if bad.size:
+            raise WitnessError(
+                f"witness of {self.name} does not satisfy constraint {int(bad[0])} "
+                f"({bad.size} of {n} constraints fail)"
+            )

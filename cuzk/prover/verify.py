@@ -1,0 +1,103 @@
+"""Groth16 verification (snarkjs's verification_key.json / proof.json / public.json)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from py_arkworks_bls12381 import GT, G1Point, G2Point
+
+from cuzk.curves import CURVES, Curve
+from cuzk.prover.points import g1_from_json, g1_to_json, g2_from_json, g2_to_json, scalar
+
+
+@dataclass(frozen=True)
+class VerificationKey:
+    curve: Curve
+    alpha1: G1Point
+    beta2: G2Point
+    gamma2: G2Point
+    delta2: G2Point
+    ic: tuple[G1Point, ...]
+
+    @property
+    def n_public(self) -> int:
+        return len(self.ic) - 1
+
+    @classmethod
+    def from_json(cls, obj: dict) -> VerificationKey:
+        """Parse snarkjs's verification_key.json; every point is checked to be in its subgroup."""
+        if not isinstance(obj, dict):
+            raise ValueError("verification key: expected a JSON object")
+        if obj.get("protocol") != "groth16":
+            raise ValueError(f"verification key: protocol {obj.get('protocol')!r} is not groth16")
+        curve = CURVES.get(str(obj.get("curve")))
+        if curve is None:
+            raise ValueError(f"verification key: unsupported curve {obj.get('curve')!r}")
+        missing = [k for k in ("vk_alpha_1", "vk_beta_2", "vk_gamma_2", "vk_delta_2", "IC") if k not in obj]
+        if missing:
+            raise ValueError(f"verification key: missing {', '.join(missing)}")
+        ic = obj["IC"]
+        if not isinstance(ic, list) or not ic:
+            raise ValueError("verification key: IC must be a non-empty list")
+        n_public = obj.get("nPublic", len(ic) - 1)
+        if n_public != len(ic) - 1:
+            raise ValueError(f"verification key: nPublic {n_public} but {len(ic)} IC points")
+        return cls(
+            curve=curve,
+            alpha1=g1_from_json(curve, obj["vk_alpha_1"], "vk_alpha_1"),
+            beta2=g2_from_json(curve, obj["vk_beta_2"], "vk_beta_2"),
+            gamma2=g2_from_json(curve, obj["vk_gamma_2"], "vk_gamma_2"),
+            delta2=g2_from_json(curve, obj["vk_delta_2"], "vk_delta_2"),
+            ic=tuple(g1_from_json(curve, p, f"IC[{i}]") for i, p in enumerate(ic)),
+        )
+
+    def to_json(self) -> dict:
+        """snarkjs's layout. vk_alphabeta_12 is omitted: snarkjs's verifier does not read it."""
+        c = self.curve
+        return {
+            "protocol": "groth16",
+            "curve": c.name,
+            "nPublic": self.n_public,
+            "vk_alpha_1": g1_to_json(c, self.alpha1),
+            "vk_beta_2": g2_to_json(c, self.beta2),
+            "vk_gamma_2": g2_to_json(c, self.gamma2),
+            "vk_delta_2": g2_to_json(c, self.delta2),
+            "IC": [g1_to_json(c, p) for p in self.ic],
+        }
+
+
+def verify(vk: VerificationKey, proof: dict, public: list) -> bool:
+    """True iff e(A,B) = e(alpha,beta) e(IC(public),gamma) e(C,delta).
+
+    Malformed input (wrong count, values outside the field, points off the curve) raises
+    ValueError with what is wrong, so callers can tell "invalid proof" from "bad file".
+    """
+    c = vk.curve
+    if not isinstance(proof, dict):
+        raise ValueError("proof: expected a JSON object")
+    if proof.get("protocol", "groth16") != "groth16":
+        raise ValueError(f"proof: protocol {proof.get('protocol')!r} is not groth16")
+    if proof.get("curve", c.name) != c.name:
+        raise ValueError(f"proof: curve {proof.get('curve')!r} does not match the key's {c.name}")
+    if not isinstance(public, list) or len(public) != vk.n_public:
+        got = len(public) if isinstance(public, list) else type(public).__name__
+        raise ValueError(f"public signals: expected {vk.n_public}, got {got}")
+    values = []
+    for i, s in enumerate(public):
+        try:
+            v = int(str(s))
+        except ValueError as exc:
+            raise ValueError(f"public signal {i}: {s!r} is not an integer") from exc
+        if not 0 <= v < c.r:
+            raise ValueError(f"public signal {i}: {v} is not a field element")
+        values.append(v)
+    for k in ("pi_a", "pi_b", "pi_c"):
+        if k not in proof:
+            raise ValueError(f"proof: missing {k}")
+    a = g1_from_json(c, proof["pi_a"], "pi_a")
+    b = g2_from_json(c, proof["pi_b"], "pi_b")
+    cc = g1_from_json(c, proof["pi_c"], "pi_c")
+    acc = vk.ic[0]
+    if values:
+        acc = acc + G1Point.multiexp_unchecked(list(vk.ic[1:]), [scalar(c, v) for v in values])
+    return bool(GT.pairing_check([-a, vk.alpha1, acc, cc], [b, vk.beta2, vk.gamma2, vk.delta2]))

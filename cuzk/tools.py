@@ -1,0 +1,16 @@
+"""Locate the optional node tools (snarkjs) that tests and benchmarks compare against."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+_REPO = Path(__file__).resolve().parent.parent
+
+
+def find_snarkjs() -> str | None:
+    """The repository's pinned snarkjs (node_modules/.bin) first, else one on PATH."""
+    local = _REPO / "node_modules" / ".bin" / "snarkjs"
+    if local.exists():
+        return str(local)
+    return shutil.which("snarkjs")
