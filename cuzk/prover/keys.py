@@ -19,19 +19,11 @@ from cuzk.formats import zkey as zkey_format
 from cuzk.prover.points import g1_from_mont_array, g2_from_mont_array
 from cuzk.prover.verify import VerificationKey
 
-_ALIGN = 16  # pymalloc hands out 16-byte aligned blocks
-
-
-def _obj_bytes(obj: object) -> int:
-    size = sys.getsizeof(obj)
-    return (size + _ALIGN - 1) // _ALIGN * _ALIGN
-
-
 def _points_bytes(points: list) -> int:
     """A list's own array plus one (shared-type, fixed-size) object per distinct point."""
     if not points:
         return sys.getsizeof(points)
-    return sys.getsizeof(points) + len({id(p) for p in points}) * _obj_bytes(points[0])
+    return sys.getsizeof(points) + len({id(p) for p in points}) * sys.getsizeof(points[0])
 
 
 @dataclass(frozen=True)

@@ -42,8 +42,11 @@ def msm(points: Sequence[P], scalars: np.ndarray, identity: P) -> P:
     nonzero = np.flatnonzero(scalars.any(axis=1))
     if nonzero.size == 0:
         return identity
-    pts = [points[i] for i in nonzero.tolist()]
-    scs = scalars_from_array(scalars[nonzero])
+    if nonzero.size == len(points):
+        pts, scs = points, scalars_from_array(scalars)
+    else:
+        pts = [points[i] for i in nonzero.tolist()]
+        scs = scalars_from_array(scalars[nonzero])
     kind = type(identity)
     n = len(pts)
     parts = min(_threads(), max(1, n // _MIN_CHUNK))

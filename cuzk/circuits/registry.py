@@ -1,0 +1,99 @@
+"""The circuits shipped with cuzk, one per Filecoin-shaped proof kind.
+
+Each is a Poseidon Merkle-inclusion circuit (``data/common/merkle_inclusion.circom``) whose
+parameters set its size; the compiled ``circuit.r1cs`` / ``circuit.wasm`` and a satisfying
+``input.json`` are committed under ``data/<proof-kind>/`` and rebuilt by
+``scripts/build_circuits.sh``. They are structural stand-ins, not Filecoin's circuits: see
+``README.md`` in this package.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+
+
+@dataclass(frozen=True)
+class CircuitParams:
+    """MerkleInclusion(n_trees, n_challenges, depth): n_trees public roots, each with
+    n_challenges public leaf indices proven by Merkle paths of the given depth."""
+
+    n_trees: int
+    n_challenges: int
+    depth: int
+
+
+@dataclass(frozen=True)
+class BundledCircuit:
+    proof_kind: str
+    r1cs_path: Path
+    wasm_path: Path
+    sample_input_path: Path
+    partitions: int
+    priority: str
+    description: str
+    params: CircuitParams
+
+    @property
+    def directory(self) -> Path:
+        return self.r1cs_path.parent
+
+    @property
+    def circom_path(self) -> Path:
+        return self.directory / "circuit.circom"
+
+    @property
+    def inputs_schema_path(self) -> Path:
+        """``circuit.inputs.json``: input signal names, so the witness runner can name them."""
+        return self.directory / "circuit.inputs.json"
+
+
+# proof kind -> (partitions, priority, params, description); ordered smallest circuit first.
+_KINDS: dict[str, tuple[int, str, CircuitParams, str]] = {
+    "winning-post": (
+        1,
+        "critical",
+        CircuitParams(1, 1, 7),
+        "WinningPoSt stand-in: one challenged leaf of one sector tree (depth 7); domain 2^12.",
+    ),
+    "snap-update": (
+        16,
+        "normal",
+        CircuitParams(2, 1, 7),
+        "SnapDeals replica-update stand-in: a leaf in the old and in the new replica tree "
+        "(two public roots, depth 7); domain 2^13.",
+    ),
+    "window-post": (
+        1,
+        "high",
+        CircuitParams(4, 1, 6),
+        "WindowPoSt stand-in: one challenged leaf in each of four sector trees (depth 6); "
+        "domain 2^14.",
+    ),
+    "porep-c2": (
+        10,
+        "normal",
+        CircuitParams(1, 5, 9),
+        "PoRep C2 stand-in: five challenged leaves of one replica tree (depth 9); domain 2^15.",
+    ),
+}
+
+
+def bundled_circuits() -> dict[str, BundledCircuit]:
+    """All bundled circuits by proof kind (smallest first)."""
+    out = {}
+    for kind, (partitions, priority, params, description) in _KINDS.items():
+        d = DATA_DIR / kind
+        out[kind] = BundledCircuit(
+            proof_kind=kind,
+            r1cs_path=d / "circuit.r1cs",
+            wasm_path=d / "circuit.wasm",
+            sample_input_path=d / "input.json",
+            partitions=partitions,
+            priority=priority,
+            description=description,
+            params=params,
+        )
+    return out

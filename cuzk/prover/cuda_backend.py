@@ -1,0 +1,292 @@
+"""The CUDA backend: H and the G1 MSMs on one device, proving-key points resident there.
+
+* ``upload_key`` copies the key's G1 sections A, B1, C, H to the device once, as ``(n, 24)``
+  uint32 affine Montgomery rows (the zkey bytes, no conversion), and keeps them until
+  ``drop_key``; ``msm_g1`` then only moves scalars.
+* ``h_evaluations``: a, b, c go host -> pinned buffer -> device on a copy stream while the compute
+  stream already transforms the previous one (double-buffered pinned staging, events between the
+  streams); per array: inverse NTT (DIF) -> odd-coset shift with 1/n -> NTT (DIT), then
+  from_mont(a*b - c) and one copy back.
+* Kernels are numba.cuda (``kernels/gpu``), memory, streams, pinned buffers and sorting CuPy.
+* A device allocation failure raises :class:`DeviceOutOfMemory` after returning cached blocks
+  to the driver: that partition fails, the backend (and the worker using it) stays usable.
+
+Operations on one backend are serialised by a lock: they share the device's streams and tables.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from py_arkworks_bls12381 import G1Point
+
+from cuzk.errors import CuzkError
+from kernels.gpu.runtime import simulator_enabled
+
+if TYPE_CHECKING:
+    from cuzk.prover.keys import ProvingKey
+
+G1_SECTIONS = ("A", "B1", "C", "H")
+_FR_BYTES = 32
+
+
+class CudaError(CuzkError):
+    """The CUDA backend cannot run (no usable device, missing CUDA libraries)."""
+
+
+class DeviceOutOfMemory(CuzkError):
+    """A device allocation failed; the partition fails, the device and worker stay usable."""
+
+    def __init__(self, device: str, what: str, detail: str, free: int | None, total: int | None):
+        mib = 1 << 20
+        where = f" ({free // mib} MiB free of {total // mib} MiB)" if free is not None and total else ""
+        super().__init__(
+            f"{device}: out of device memory during {what}{where}: {detail}. "
+            "This partition failed; the GPU worker remains usable."
+        )
+        self.device = device
+        self.what = what
+
+
+@functools.cache
+def _probe() -> int:
+    if simulator_enabled():
+        return 0
+    try:
+        import cupy
+        from numba import cuda
+
+        count = int(cupy.cuda.runtime.getDeviceCount())
+        if count == 0 or not cuda.is_available():
+            return 0
+        return count
+    except Exception:
+        return 0
+
+
+def cuda_device_count() -> int:
+    """Usable CUDA devices (0 when CuPy, numba-cuda or the driver is missing, or no GPU)."""
+    return _probe()
+
+
+def cuda_available() -> bool:
+    """Whether ``backend = "auto"`` should pick CUDA: a device, its driver, CuPy and numba-cuda."""
+    return _probe() > 0
+
+
+def _is_oom(exc: BaseException) -> bool:
+    name = type(exc).__name__
+    text = str(exc)
+    return (name == "OutOfMemoryError"
+            or "CUDA_ERROR_OUT_OF_MEMORY" in text
+            or "cudaErrorMemoryAllocation" in text
+            or "out of memory" in text.lower())
+
+
+class _ResidentKey:
+    def __init__(self, sections: dict[str, Any]) -> None:
+        self.sections = sections
+        self.nbytes = sum(int(s.nbytes) for s in sections.values())
+
+
+class CudaBackend:
+    """ComputeBackend on CUDA device ``device_index`` (docs/interfaces.md, "Compute backends")."""
+
+    name = "cuda"
+
+    def __init__(self, device_index: int = 0) -> None:
+        count = cuda_device_count()
+        if count == 0:
+            raise CudaError("no usable CUDA device (needs an NVIDIA driver, cupy-cuda13x and numba-cuda)")
+        if not 0 <= device_index < count:
+            raise CudaError(f"CUDA device {device_index} does not exist ({count} visible)")
+        import cupy
+
+        from kernels.gpu.launch import Executor
+        from kernels.gpu.msm import MsmEngine
+        from kernels.gpu.ntt import NttEngine
+        from kernels.gpu.runtime import cuda_target
+
+        self.device_index = device_index
+        self.device = f"cuda:{device_index}"
+        self._cp = cupy
+        self._lock = threading.RLock()
+        self._keys: dict[int, _ResidentKey] = {}
+        with self._device():
+            self._compute = cupy.cuda.Stream(non_blocking=True)
+            self._copy = cupy.cuda.Stream(non_blocking=True)
+            ex = Executor(cuda_target(), cupy, stream=self._compute)
+            self._ntt = NttEngine(ex)
+            self._msm = MsmEngine(ex)
+        self._pinned: list[Any] = []
+        self._pinned_bytes = 0
+
+    # -- plumbing -----------------------------------------------------------------------------
+    @contextmanager
+    def _device(self) -> Iterator[None]:
+        from numba import cuda
+
+        with self._cp.cuda.Device(self.device_index), cuda.gpus[self.device_index]:
+            yield
+
+    @contextmanager
+    def _guard(self, what: str) -> Iterator[None]:
+        """Device context + lock + compute stream current (CuPy ops and allocations are ordered
+        with the kernels on it); turns an allocation failure into DeviceOutOfMemory."""
+        with self._lock, self._device():
+            try:
+                with self._compute:
+                    yield
+            except CuzkError:
+                raise
+            except Exception as exc:
+                if not _is_oom(exc):
+                    raise
+                self._recover()
+                free, total = self.memory_info()
+                raise DeviceOutOfMemory(self.device, what, f"{type(exc).__name__}: {exc}",
+                                        free, total) from exc
+
+    def _recover(self) -> None:
+        """After a failure: finish queued work and hand cached blocks back to the driver."""
+        for s in (self._compute, self._copy):
+            try:
+                s.synchronize()
+            except Exception:
+                pass
+        self._cp.get_default_memory_pool().free_all_blocks()
+        self._cp.get_default_pinned_memory_pool().free_all_blocks()
+
+    def memory_info(self) -> tuple[int | None, int | None]:
+        """(free, total) device bytes, as the driver reports them."""
+        try:
+            with self._device():
+                free, total = self._cp.cuda.runtime.memGetInfo()
+            return int(free), int(total)
+        except Exception:
+            return None, None
+
+    def _staging(self, nbytes: int) -> list[np.ndarray]:
+        """Two pinned host buffers of at least ``nbytes`` (grown, never shrunk, per backend)."""
+        if self._pinned_bytes < nbytes:
+            self._pinned = [
+                np.frombuffer(self._cp.cuda.alloc_pinned_memory(nbytes), dtype=np.uint8, count=nbytes)
+                for _ in range(2)
+            ]
+            self._pinned_bytes = nbytes
+        return self._pinned
+
+    def _upload_rows(self, host: np.ndarray, buf: np.ndarray) -> tuple[Any, Any]:
+        """Async copy of a (n, k) uint32 array through pinned ``buf``; returns (device array, event).
+
+        The device array is allocated on the copy stream and must stay referenced until the
+        compute stream has finished with it (the pool may hand its block out again once freed).
+        """
+        cp = self._cp
+        host = np.ascontiguousarray(host, dtype=np.uint32)
+        view = buf[: host.nbytes].view(np.uint32).reshape(host.shape)
+        np.copyto(view, host)
+        with self._copy:
+            dev = cp.empty(host.shape, dtype=np.uint32)
+            dev.set(view, stream=self._copy)
+        ev = cp.cuda.Event(block=False, disable_timing=True)
+        ev.record(self._copy)
+        return dev, ev
+
+    # -- keys ---------------------------------------------------------------------------------
+    def upload_key(self, key: ProvingKey) -> int:
+        """Make A, B1, C, H resident (once per key); returns the device bytes they use."""
+        from kernels.gpu.msm import points_rows
+
+        with self._guard(f"upload of proving key {getattr(key, 'path', '')}"):
+            resident = self._keys.get(id(key))
+            if resident is not None:
+                return resident.nbytes
+            sections = {}
+            for sec in G1_SECTIONS:
+                rows = points_rows(key.g1_section_array(sec))
+                dev = self._cp.empty(rows.shape, dtype=np.uint32)
+                dev.set(rows, stream=self._copy)
+                sections[sec] = dev
+            self._copy.synchronize()
+            resident = _ResidentKey(sections)
+            self._keys[id(key)] = resident
+            return resident.nbytes
+
+    def drop_key(self, key: ProvingKey) -> None:
+        with self._lock, self._device():
+            if self._keys.pop(id(key), None) is not None:
+                self._cp.get_default_memory_pool().free_all_blocks()
+
+    def resident_bytes(self) -> int:
+        """Device bytes held by resident keys on this device."""
+        return sum(k.nbytes for k in self._keys.values())
+
+    def working_bytes(self, key: ProvingKey) -> int:
+        """Peak transient device bytes of one partition (H then the largest MSM), for budgeting."""
+        from kernels.gpu.msm import device_bytes_estimate
+
+        n = key.sizes.domain_size
+        h_bytes = 4 * n * _FR_BYTES + (n // 2) * _FR_BYTES
+        m = max(int(key.g1_section_array(s).shape[0]) for s in G1_SECTIONS)
+        return max(h_bytes, device_bytes_estimate(max(m, 1)))
+
+    # -- the GPU phase -------------------------------------------------------------------------
+    def h_evaluations(self, key: ProvingKey, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        """(a*b - c) on the odd coset, (n, 8) normal form; a, b, c Montgomery on the domain."""
+        n = a.shape[0]
+        for name, x in (("a", a), ("b", b), ("c", c)):
+            if x.shape != (n, 8):
+                raise ValueError(f"{name}: expected ({n}, 8) uint32, got {x.shape}")
+        if n < 2 or n & (n - 1):
+            raise ValueError(f"domain size {n} is not a power of two >= 2")
+        with self._guard(f"H evaluation (domain 2^{n.bit_length() - 1})"):
+            bufs = self._staging(n * _FR_BYTES)
+            ntt = self._ntt
+            done: list[Any] = []
+            uploaded: list[Any] = []          # kept alive until the compute stream is done
+            pending = self._upload_rows(a, bufs[0])
+            for i, nxt in enumerate((b, c, None)):
+                dev, ev = pending
+                if nxt is not None:
+                    if i >= 1:
+                        self._copy.synchronize()      # buffer i-1's copy must be done before reuse
+                    pending = self._upload_rows(nxt, bufs[(i + 1) % 2])
+                uploaded.append(dev)
+                self._compute.wait_event(ev)
+                x = ntt.to_limb_major(dev)
+                ntt.odd_coset(x)
+                done.append(x)
+            out = self._cp.empty((n, 8), dtype=np.uint32)
+            self._ntt.ex.grid(self._ntt.k.abc, n, done[0], done[1], done[2], out)
+            view = bufs[0][: n * _FR_BYTES].view(np.uint32).reshape(n, 8)
+            self._copy.synchronize()
+            out.get(stream=self._compute, out=view)
+            self._compute.synchronize()
+            del uploaded, done
+            return view.copy()
+
+    def msm_g1(self, key: ProvingKey, section: str, scalars: np.ndarray) -> G1Point:
+        """sum scalars[i] * section[i] on the device with the key's resident points."""
+        if section not in G1_SECTIONS:
+            raise ValueError(f"unknown G1 section {section!r}")
+        if id(key) not in self._keys:
+            self.upload_key(key)
+        with self._guard(f"MSM over section {section}"):
+            points = self._keys[id(key)].sections[section]
+            m = int(points.shape[0])
+            if scalars.shape != (m, 8):
+                raise ValueError(f"MSM {section}: {m} points but scalars of shape {scalars.shape}")
+            if m == 0:
+                return G1Point.identity()
+            bufs = self._staging(m * _FR_BYTES)
+            dev, ev = self._upload_rows(scalars, bufs[0])
+            self._compute.wait_event(ev)
+            result = self._msm.msm(points, dev)
+            self._compute.synchronize()
+            return result

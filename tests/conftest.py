@@ -1,0 +1,78 @@
+"""Fixtures shared across the suite: the pinned snarkjs, and bundled circuits with their keys."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+KEYS_DIR = Path(os.environ.get("CUZK_TEST_KEYS_DIR", ROOT / ".cache" / "keys"))
+
+
+def require_tool(name: str, path: str | None) -> str:
+    """A tool the test needs: skip on a laptop without it, fail in CI (CI=true) where it must exist."""
+    if path:
+        return path
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{name} is required in CI but was not found")
+    pytest.skip(f"{name} not installed")
+
+
+@pytest.fixture(scope="session")
+def snarkjs():
+    """Run the pinned snarkjs CLI: ``snarkjs("groth16", "verify", ...)`` -> stdout."""
+    exe = ROOT / "node_modules" / ".bin" / "snarkjs"
+    found = str(exe) if exe.exists() and shutil.which("node") else None
+    exe_path = require_tool("snarkjs (npm ci)", found)
+
+    def run(*args: str | Path) -> str:
+        proc = subprocess.run([exe_path, *map(str, args)], capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0:
+            raise AssertionError(f"snarkjs {' '.join(map(str, args))} failed:\n{proc.stdout}\n{proc.stderr}")
+        return proc.stdout
+
+    return run
+
+
+@dataclass
+class BundledSetup:
+    kind: str
+    zkey_path: Path
+    key: Any  # cuzk.prover.ProvingKey
+    circuit: Any  # cuzk.prover.Circuit
+    inputs: dict
+
+
+class _BundledCache:
+    def __init__(self) -> None:
+        self._items: dict[str, BundledSetup] = {}
+
+    def __call__(self, kind: str) -> BundledSetup:
+        if kind not in self._items:
+            from cuzk.circuits.registry import bundled_circuits
+            from cuzk.prover import Circuit, ProvingKey
+            from cuzk.prover.keystore import ensure_zkey
+
+            c = bundled_circuits()[kind]
+            zkey = ensure_zkey(kind, Path(c.r1cs_path), KEYS_DIR)
+            self._items[kind] = BundledSetup(
+                kind=kind,
+                zkey_path=zkey,
+                key=ProvingKey.load(zkey),
+                circuit=Circuit.load(c.r1cs_path, c.wasm_path, kind),
+                inputs=json.loads(Path(c.sample_input_path).read_text()),
+            )
+        return self._items[kind]
+
+
+@pytest.fixture(scope="session")
+def bundled() -> _BundledCache:
+    """``bundled("porep-c2")`` -> circuit, cached dev proving key and sample input (keys made once)."""
+    return _BundledCache()
