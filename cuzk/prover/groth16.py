@@ -79,9 +79,12 @@ def synthesize_from_witness(key: ProvingKey, witness: np.ndarray, source: str = 
         raise FormatError(source, f"has {witness.shape[0]} signals, the proving key expects {n_vars}")
     if int.from_bytes(witness[0].tobytes(), "little") != 1:
         raise WitnessError(f"{source}: signal 0 must be 1")
-    a, b, c = qap.build_abc(
-        key.coef_matrix, key.coef_constraint, key.coef_signal, key.coef_value, witness, key.sizes.domain_size
-    )
+    try:
+        a, b, c = qap.build_abc(
+            key.coef_matrix, key.coef_constraint, key.coef_signal, key.coef_value, witness, key.sizes.domain_size
+        )
+    except ValueError as e:  # out-of-range index or unreduced value: a corrupt key or witness
+        raise FormatError(f"{key.path} / {source}", str(e)) from None
     return Synthesis(witness=witness, a=a, b=b, c=c, public_signals=_public_signals(witness, key.sizes.n_public))
 
 
