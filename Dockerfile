@@ -1,0 +1,42 @@
+# cuzk proving engine image: `cuzk serve` on 0.0.0.0:9820, CUDA when a GPU is passed in
+# (docker-compose.yml reserves one), the CPU backend otherwise.
+#
+#   docker build -t cuzk:0.1.0 .
+#   docker run --gpus all -p 127.0.0.1:9820:9820 cuzk:0.1.0
+#
+# The CUDA devel image carries NVRTC and libNVVM, which the GPU kernels compile against at run
+# time; the NVIDIA driver comes from the host through the NVIDIA container toolkit.
+FROM nvidia/cuda:13.0.1-devel-ubuntu24.04
+
+ENV DEBIAN_FRONTEND=noninteractive \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates curl \
+    && rm -rf /var/lib/apt/lists/* \
+    && python3 -m venv /opt/cuzk
+
+ENV PATH=/opt/cuzk/bin:$PATH
+
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY cuzk ./cuzk
+COPY kernels ./kernels
+RUN pip install ".[gpu]" && rm -rf /src
+
+# Proving keys generated on first use are cached under the home directory (a volume in compose).
+RUN useradd --system --create-home --home-dir /var/lib/cuzk --shell /usr/sbin/nologin cuzk
+USER cuzk
+WORKDIR /var/lib/cuzk
+
+ENV CUZK_SERVER_LISTEN=0.0.0.0:9820 \
+    CUZK_ENGINE_KEYS_DIR=/var/lib/cuzk/keys
+
+EXPOSE 9820
+HEALTHCHECK --interval=15s --timeout=5s --start-period=60s \
+    CMD curl -fsS http://127.0.0.1:9820/healthz || exit 1
+
+ENTRYPOINT ["cuzk"]
+CMD ["serve"]

@@ -1,0 +1,157 @@
+"""docker-compose.yml, Dockerfile and the collector config: parse, and agree with the engine."""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+
+from cuzk.config import load_config
+from tests.deploy._deploy_util import DEPLOY, PROM_DIR, PROVISIONING, ROOT, load_yaml
+
+COMPOSE = ROOT / "docker-compose.yml"
+SERVICES = {"cuzk", "otel-collector", "jaeger", "prometheus", "grafana", "alertmanager"}
+
+
+class _TagLoader(yaml.SafeLoader):
+    """Safe loader that accepts compose's own tags such as !reset."""
+
+
+_TagLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
+
+
+def _compose() -> dict:
+    return load_yaml(COMPOSE)
+
+
+def _engine_port() -> int:
+    return load_config(None, env={}).server.port
+
+
+def _env(service: dict) -> dict[str, str]:
+    env = service.get("environment", {})
+    if isinstance(env, list):
+        env = dict(item.split("=", 1) for item in env)
+    return {k: str(v) for k, v in env.items()}
+
+
+def _host_ports(service: dict) -> set[int]:
+    return {int(str(p).split(":")[-1].split("/")[0]) for p in service.get("ports", [])}
+
+
+def test_compose_services_and_pinned_images():
+    services = _compose()["services"]
+    assert set(services) == SERVICES
+    for name, svc in services.items():
+        image = svc.get("image", "")
+        tag = image.rsplit(":", 1)[-1] if ":" in image else ""
+        assert tag and tag != "latest" and re.search(r"\d", tag), (name, image)
+    assert services["cuzk"]["build"]["dockerfile"] == "Dockerfile"
+    assert services["jaeger"]["image"].startswith("jaegertracing/jaeger:2.")
+
+
+def test_compose_cuzk_matches_engine_settings():
+    port = _engine_port()
+    svc = _compose()["services"]["cuzk"]
+    env = _env(svc)
+    host, _, listen_port = env["CUZK_SERVER_LISTEN"].rpartition(":")
+    assert host == "0.0.0.0" and int(listen_port) == port
+    assert port in _host_ports(svc)
+    # Every CUZK_* variable names a real config key: the engine accepts the environment.
+    load_config(None, env={k: v for k, v in env.items() if k.startswith("CUZK_")},
+                check_files=False)
+    # GPU reservation.
+    devices = svc["deploy"]["resources"]["reservations"]["devices"]
+    assert devices[0]["capabilities"] == ["gpu"]
+    # Traces go to the collector's OTLP gRPC receiver.
+    collector = load_yaml(DEPLOY / "otel-collector" / "config.yaml")
+    grpc_port = int(collector["receivers"]["otlp"]["protocols"]["grpc"]["endpoint"].split(":")[-1])
+    assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == f"http://otel-collector:{grpc_port}"
+    assert env["OTEL_EXPORTER_OTLP_PROTOCOL"] == "grpc"
+
+
+def test_prometheus_scrapes_the_engine_where_it_listens():
+    port = _engine_port()
+    cfg = load_yaml(PROM_DIR / "prometheus.yml")
+    cuzk = next(j for j in cfg["scrape_configs"] if j["job_name"] == "cuzk")
+    assert cuzk["static_configs"][0]["targets"] == [f"cuzk:{port}"]
+    from cuzk.api.app import create_app
+
+    class _NoEngine:
+        pass
+
+    paths = {getattr(r, "path", None) for r in create_app(_NoEngine(), None).routes}
+    assert cuzk.get("metrics_path", "/metrics") in paths
+    assert "/healthz" in paths
+
+
+def test_compose_prometheus_exemplars_and_mounts():
+    svc = _compose()["services"]["prometheus"]
+    assert "--enable-feature=exemplar-storage" in svc["command"]
+    assert "--config.file=/etc/prometheus/prometheus.yml" in svc["command"]
+    assert "./deploy/prometheus:/etc/prometheus:ro" in svc["volumes"]
+    cfg = load_yaml(PROM_DIR / "prometheus.yml")
+    assert cfg["rule_files"] == ["rules/*.yml"]  # relative to the mounted prometheus.yml
+    assert 9090 in _host_ports(svc)
+
+
+def test_compose_grafana_alertmanager_jaeger_wiring():
+    services = _compose()["services"]
+    grafana = services["grafana"]
+    env = _env(grafana)
+    assert env["GF_AUTH_ANONYMOUS_ENABLED"] == "true"
+    assert env["GF_AUTH_ANONYMOUS_ORG_ROLE"] == "Viewer"
+    assert "./deploy/grafana/provisioning:/etc/grafana/provisioning:ro" in grafana["volumes"]
+    home = env["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
+    assert home.startswith("/var/lib/grafana/dashboards/cuzk/")
+    assert (DEPLOY / "grafana" / "dashboards" / home.rsplit("/", 1)[1]).exists()
+    ds = {d["uid"]: d for d in load_yaml(PROVISIONING / "datasources" / "datasources.yml")
+          ["datasources"]}
+    assert ds["prometheus"]["url"] == "http://prometheus:9090"
+    assert ds["jaeger"]["url"] == "http://jaeger:16686"
+    assert ds["alertmanager"]["url"] == "http://alertmanager:9093"
+    am = services["alertmanager"]
+    assert "./deploy/alertmanager/alertmanager.yml:/etc/alertmanager/alertmanager.yml:ro" in (
+        am["volumes"])
+    assert 9093 in _host_ports(am) and 3000 in _host_ports(grafana)
+    assert 16686 in _host_ports(services["jaeger"])
+
+
+def test_collector_pipeline():
+    cfg = load_yaml(DEPLOY / "otel-collector" / "config.yaml")
+    protocols = cfg["receivers"]["otlp"]["protocols"]
+    assert protocols["grpc"]["endpoint"].endswith(":4317")
+    assert protocols["http"]["endpoint"].endswith(":4318")
+    traces = cfg["service"]["pipelines"]["traces"]
+    assert traces["receivers"] == ["otlp"]
+    assert traces["processors"][0] == "memory_limiter"  # must come first
+    assert "batch" in traces["processors"]
+    for name in traces["exporters"]:
+        exporter = cfg["exporters"][name]
+        assert name.split("/")[0] == "otlp"
+        assert exporter["endpoint"] == "jaeger:4317"
+    for ext in cfg["service"].get("extensions", []):
+        assert ext in cfg["extensions"]
+    svc = _compose()["services"]["otel-collector"]
+    mount = next(v for v in svc["volumes"] if v.startswith("./deploy/otel-collector/config.yaml:"))
+    assert f"--config={mount.split(':')[1]}" in svc["command"]
+    assert {4317, 4318} <= _host_ports(svc)
+
+
+def test_cpu_override_drops_gpu_reservation():
+    override = yaml.load((DEPLOY / "docker-compose.cpu.yml").read_text(), Loader=_TagLoader)
+    cuzk = override["services"]["cuzk"]
+    assert "deploy" in cuzk and cuzk["deploy"] is None  # !reset
+    load_config(None, env=_env(cuzk), check_files=False)
+
+
+def test_dockerfile_matches_engine():
+    text = (ROOT / "Dockerfile").read_text()
+    port = _engine_port()
+    assert f"EXPOSE {port}" in text
+    assert f"CUZK_SERVER_LISTEN=0.0.0.0:{port}" in text
+    assert f"http://127.0.0.1:{port}/healthz" in text
+    assert re.search(r"^FROM \S+:\S*\d", text, flags=re.M)  # pinned base image
+    for line in re.findall(r"^COPY (.+)$", text, flags=re.M):
+        for path in line.split()[:-1]:
+            assert (ROOT / path).exists(), f"Dockerfile copies {path}, which does not exist"
