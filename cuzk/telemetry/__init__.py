@@ -1,0 +1,1 @@
+"""Telemetry: Prometheus metrics computed from engine state, OpenTelemetry tracing setup."""

@@ -1,0 +1,89 @@
+"""The seam between the engine and a prover: three steps plus key loading.
+
+The engine never imports ``cuzk.prover`` directly; it talks to a :class:`ProverBackend` so its
+concurrency can be tested with a scripted double and its scheduling reused on any prover.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Host bytes one partition needs; ``abc_bytes`` is the part freed right after the GPU phase."""
+
+    synthesis_bytes: int
+    abc_bytes: int
+    gpu_bytes: int
+    finalize_bytes: int
+
+
+@dataclass
+class KeyHandle:
+    """A loaded proving key: the prover's own key object plus what the engine must account for.
+
+    device_bytes is per device (the key is resident on every device the backend uses).
+    sizes: circuit sizes for span attributes, ``cuzk.circuit.<name>`` (vars, public, ...).
+    """
+
+    proof_kind: str
+    key: Any
+    host_bytes: int
+    device_bytes: int
+    estimate: MemoryEstimate
+    sizes: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ProofResult:
+    """snarkjs-shaped ``proof.json`` and ``public.json`` contents."""
+
+    proof: dict
+    public: list[str]
+
+
+@runtime_checkable
+class ProverBackend(Protocol):
+    """What the engine calls. Every method may be called from any engine thread.
+
+    name: "cpu" or "cuda" (the build_info label).
+    devices: device labels GPU workers run on: ["cpu"] or ["cuda:0", ...].
+    """
+
+    name: str
+    devices: Sequence[str]
+
+    def device_memory_bytes(self, device: str) -> int | None:
+        """Total memory of a device, or None when it has none of its own (CPU)."""
+        ...
+
+    def key_bytes_hint(self, proof_kind: str) -> int:
+        """Host bytes loading this key will take, known before loading (reserved first)."""
+        ...
+
+    def load_key(self, proof_kind: str) -> KeyHandle:
+        """Load (and upload to every device) the proving key of a proof kind."""
+        ...
+
+    def unload_key(self, handle: KeyHandle) -> None:
+        """Drop a key from every device; the engine drops its host reference."""
+        ...
+
+    def synthesize(self, key: KeyHandle, inputs: Mapping[str, Any]) -> Any:
+        """CPU: witness and a/b/c evaluations. Bad inputs raise cuzk.errors.WitnessError."""
+        ...
+
+    def gpu_phase(self, key: KeyHandle, synthesis: Any, device: str) -> Any:
+        """Device: H and the G1 MSMs."""
+        ...
+
+    def finalize(self, key: KeyHandle, synthesis: Any, gpu_output: Any) -> ProofResult:
+        """CPU: G2 MSM, assembly, self-verification (raises cuzk.errors.ProofError)."""
+        ...
+
+    def release_abc(self, synthesis: Any) -> None:
+        """Drop the a/b/c arrays once the GPU phase no longer needs them."""
+        ...

@@ -1,0 +1,356 @@
+"""The engine facade the API and CLI call (docs/interfaces.md, "Engine").
+
+It validates requests before anything changes, keeps the job table (idempotent on
+``request_id``), owns the telemetry (its own Prometheus registry and span book) and wires
+the pipeline. Every read (status, metrics) is computed from open leases and scopes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry import trace
+
+from cuzk import __version__
+from cuzk.engine.backend import ProverBackend
+from cuzk.engine.counters import Counters
+from cuzk.engine.jobs import ACTIVE_PHASES, JOB_OUTCOMES, Job, Partition
+from cuzk.engine.keys import KeyResidency
+from cuzk.engine.memory import MemoryBudget, auto_budget
+from cuzk.engine.pipeline import Pipeline
+from cuzk.engine.settings import PRIORITY_RANK, EngineSettings
+from cuzk.errors import CuzkError, InputError, UnknownJob, UnknownProofKind
+from cuzk.telemetry.metrics import EngineMetrics, MetricsSnapshot
+from cuzk.telemetry.tracing import SpanBook, build_tracer_provider, extract_context, trace_id_of
+
+log = logging.getLogger(__name__)
+
+
+class EngineNotRunning(CuzkError):
+    """Submit before start() or after shutdown()."""
+
+
+def _settings_of(config: Any) -> EngineSettings:
+    if isinstance(config, EngineSettings):
+        return config
+    if hasattr(config, "engine_settings"):
+        return config.engine_settings()
+    if config is None:
+        return EngineSettings()
+    raise TypeError(f"Engine needs EngineSettings (or a config with engine_settings()), "
+                    f"not {type(config).__name__}")
+
+
+class Engine:
+    """A proving engine. ``Engine(settings, prover=None)``; None means the real prover.
+
+    ``tracer_provider``: spans go there (tests pass one with an in-memory exporter); by default
+    the engine builds one from the ``OTEL_*`` environment and shuts it down with itself.
+    """
+
+    def __init__(
+        self,
+        config: EngineSettings | Any = None,
+        prover: ProverBackend | None = None,
+        tracer_provider: trace.TracerProvider | None = None,
+    ) -> None:
+        self.settings = _settings_of(config)
+        s = self.settings
+        if prover is None:
+            from cuzk.engine.real_prover import RealProver
+
+            prover = RealProver(s)
+        self.prover = prover
+        self._own_provider = False
+        if s.tracing_enabled and tracer_provider is None:
+            tracer_provider = build_tracer_provider(s.service_name)
+            self._own_provider = True
+        self.tracer_provider = tracer_provider
+        self.spans = SpanBook(tracer_provider, enabled=s.tracing_enabled)
+        self.counters = Counters()
+        for kind in s.proof_kinds:
+            self.counters.ensure("jobs_submitted", kind)
+            for outcome in JOB_OUTCOMES:
+                self.counters.ensure("jobs_completed", (kind, outcome))
+
+        host_total = s.memory_budget_bytes or auto_budget(s.memory_safety_margin_bytes)
+        self.host_budget = MemoryBudget(host_total, "host")
+        self.device_budgets: dict[str, MemoryBudget] = {}
+        for device in prover.devices:
+            if device == "cpu":
+                continue
+            total = s.device_memory_budget_bytes
+            if total is None:
+                known = prover.device_memory_bytes(device)
+                if known:
+                    total = max(known - s.device_memory_safety_margin_bytes, known // 2)
+            if total:
+                self.device_budgets[device] = MemoryBudget(total, device)
+        self.keys = KeyResidency(prover, self.host_budget, self.device_budgets)
+
+        nvml = [int(d.split(":")[1]) for d in prover.devices if d.startswith("cuda:")]
+        self.metrics = EngineMetrics(self._metrics_snapshot, s.metrics_enabled, nvml)
+        self.pipeline = Pipeline(
+            s, prover, self.spans, self.metrics, self.counters, self.host_budget,
+            self.device_budgets, self.keys, self._job_settled)
+        for w in self.pipeline.workers:
+            for kind in s.proof_kinds:
+                self.counters.ensure("worker_partitions", (w.id, w.device, kind))
+
+        self._lock = threading.Lock()
+        self._jobs: dict[str, Job] = {}
+        self._active: dict[str, Job] = {}
+        self._finished: OrderedDict[str, Job] = OrderedDict()
+        self._by_request: dict[str, Job] = {}
+        self._seq = itertools.count()
+        self._running = False
+        self._stopped = False
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> Engine:
+        with self._lock:
+            if self._running or self._stopped:
+                return self
+            self._running = True
+        self.pipeline.start()
+        return self
+
+    def shutdown(self, timeout: float = 30.0) -> None:
+        """Stop accepting, cancel unfinished jobs, let in-flight steps clean up, drop keys."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._running = False
+            self._stopped = True
+            active = list(self._active.values())
+        for job in active:
+            self.pipeline.finish_job(job, "cancelled", "engine shut down")
+        self.pipeline.stop(timeout)
+        self.keys.evict_all()
+        if self._own_provider and self.tracer_provider is not None:
+            self.tracer_provider.shutdown()  # type: ignore[attr-defined]
+
+    def __enter__(self) -> Engine:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    # ---- jobs --------------------------------------------------------------------------------
+
+    def submit(
+        self,
+        proof_kind: str,
+        inputs: Sequence[Mapping[str, Any]],
+        request_id: str | None = None,
+        priority: str | None = None,
+        trace_context: Any = None,
+    ) -> Job:
+        """Accept a job (validated before anything changes). A repeated ``request_id`` returns
+        the same job unless that one failed or was cancelled, which starts a new attempt."""
+        kind = self.settings.proof_kinds.get(proof_kind)
+        if kind is None:
+            known = ", ".join(sorted(self.settings.proof_kinds)) or "none"
+            raise UnknownProofKind(f"unknown proof kind {proof_kind!r} (known: {known})")
+        if priority is None:
+            priority = kind.priority
+        elif priority not in PRIORITY_RANK:
+            raise InputError(
+                f"priority must be one of {', '.join(PRIORITY_RANK)}, not {priority!r}")
+        if isinstance(inputs, Mapping | str | bytes) or not isinstance(inputs, Sequence):
+            raise InputError("inputs must be a list with one object per partition")
+        if len(inputs) != kind.partitions:
+            raise InputError(
+                f"proof kind {proof_kind!r} takes {kind.partitions} partition input(s), "
+                f"got {len(inputs)}")
+        for i, item in enumerate(inputs):
+            if not isinstance(item, Mapping):
+                raise InputError(f"inputs[{i}] must be an object, not {type(item).__name__}")
+        if request_id is not None and (not isinstance(request_id, str) or not request_id):
+            raise InputError("request_id must be a non-empty string")
+        parent = extract_context(trace_context)
+
+        with self._lock:
+            if not self._running:
+                raise EngineNotRunning("the engine is not running")
+            attempt = 1
+            if request_id is not None and (prev := self._by_request.get(request_id)):
+                if prev.proof_kind != proof_kind:
+                    raise InputError(
+                        f"request_id {request_id!r} was already used for proof kind "
+                        f"{prev.proof_kind!r}")
+                if prev.outcome not in ("failed", "cancelled"):
+                    return prev
+                attempt = prev.attempt + 1
+            job = Job(proof_kind, priority, request_id, attempt, next(self._seq))
+            self._create_spans(job, inputs, parent)
+            self._jobs[job.id] = job
+            self._active[job.id] = job
+            if request_id is not None:
+                self._by_request[request_id] = job
+            self.counters.inc("jobs_submitted", proof_kind)
+            self.pipeline.enqueue(job)
+        return job
+
+    def _create_spans(self, job: Job, inputs: Sequence[Mapping[str, Any]], parent: Any) -> None:
+        attrs = {
+            "cuzk.job.id": job.id,
+            "cuzk.proof_kind": job.proof_kind,
+            "cuzk.priority": job.priority,
+            "cuzk.job.partitions": len(inputs),
+            "cuzk.job.attempt": job.attempt,
+        }
+        if job.request_id is not None:
+            attrs["cuzk.request.id"] = job.request_id
+        job.span = self.spans.start("cuzk.job", parent, attrs)
+        job.trace_id = trace_id_of(job.span)
+        for i, item in enumerate(inputs):
+            p = Partition(job, i, item, self.spans, self._phase_closed)
+            p.span = self.spans.start("cuzk.partition", job.span, {
+                "cuzk.job.id": job.id,
+                "cuzk.proof_kind": job.proof_kind,
+                "cuzk.partition.index": i,
+                "cuzk.priority": job.priority,
+            })
+            job.partitions.append(p)
+
+    def _phase_closed(self, p: Partition, phase: str, seconds: float) -> None:
+        self.metrics.observe_phase(p.job.proof_kind, phase, seconds, p.job.trace_id)
+
+    def _job_settled(self, job: Job) -> None:
+        """Every partition settled and the job concluded: end its span, retire it."""
+        with self._lock:
+            if self._active.pop(job.id, None) is None:
+                return
+            self._finished[job.id] = job
+            while len(self._finished) > self.settings.job_retention:
+                _, old = self._finished.popitem(last=False)
+                self._jobs.pop(old.id, None)
+                if old.request_id is not None and self._by_request.get(old.request_id) is old:
+                    del self._by_request[old.request_id]
+        if job.span is not None:
+            self.spans.end(job.span, job.error_exc)
+        job.settled.set()
+
+    def get(self, job_id: str) -> Job:
+        with self._lock:
+            job = self._jobs.get(job_id)
+        if job is None:
+            raise UnknownJob(f"no job with id {job_id!r}")
+        return job
+
+    def wait(self, job_id: str, timeout: float | None = None) -> Job:
+        """Block until the job is terminal or ``timeout`` passes; returns it either way."""
+        job = self.get(job_id)
+        job.wait(timeout)
+        return job
+
+    def cancel(self, job_id: str) -> Job:
+        job = self.get(job_id)
+        self.pipeline.finish_job(job, "cancelled", "cancelled by request")
+        return job
+
+    def jobs(self) -> list[Job]:
+        with self._lock:
+            return list(self._jobs.values())
+
+    # ---- keys and workers --------------------------------------------------------------------
+
+    def circuits(self) -> list[dict]:
+        resident = {rk.proof_kind: rk for rk in self.keys.resident()}
+        out = []
+        for name, kind in self.settings.proof_kinds.items():
+            rk = resident.get(name)
+            out.append({
+                "proof_kind": name,
+                "partitions": kind.partitions,
+                "priority": kind.priority,
+                "resident": rk is not None,
+                "sizes": dict(rk.handle.sizes) if rk else None,
+                "key_host_bytes": rk.host_bytes if rk else None,
+            })
+        return out
+
+    def preload(self, proof_kind: str) -> dict:
+        kind = self.settings.proof_kinds.get(proof_kind)
+        if kind is None:
+            raise UnknownProofKind(f"unknown proof kind {proof_kind!r}")
+        rk = self.keys.preload(proof_kind, kind.priority)
+        return {"proof_kind": proof_kind, "resident": True, "host_bytes": rk.host_bytes}
+
+    def evict(self, proof_kind: str) -> dict:
+        if proof_kind not in self.settings.proof_kinds:
+            raise UnknownProofKind(f"unknown proof kind {proof_kind!r}")
+        return {"proof_kind": proof_kind, "result": self.keys.evict(proof_kind)}
+
+    def pause_workers(self) -> None:
+        self.pipeline.gpu_queue.pause()
+
+    def resume_workers(self) -> None:
+        self.pipeline.gpu_queue.resume()
+
+    @property
+    def workers(self) -> list:
+        return list(self.pipeline.workers)
+
+    # ---- reads -------------------------------------------------------------------------------
+
+    def status(self) -> dict:
+        from cuzk.engine.status import build_status
+
+        return build_status(self)
+
+    def _live_jobs(self) -> list[Job]:
+        with self._lock:
+            return list(self._active.values())
+
+    def _metrics_snapshot(self) -> MetricsSnapshot:
+        s = self.settings
+        snap = MetricsSnapshot(version=__version__, backend=self.prover.name)
+        for w in self.pipeline.workers:
+            busy, seconds, _ = w.sample()
+            snap.workers.append((w.id, w.device, busy, seconds))
+        snap.worker_partitions = self.counters.get("worker_partitions")  # type: ignore[assignment]
+        for name, kind in s.proof_kinds.items():
+            snap.jobs_queued[(name, kind.priority)] = 0
+            for phase in ACTIVE_PHASES:
+                snap.partitions[(name, phase)] = 0
+            snap.resident_keys[(name, "host")] = 0
+            if self.device_budgets:
+                snap.resident_keys[(name, "device")] = 0
+        for job in self._live_jobs():
+            if job.state == "queued":
+                key = (job.proof_kind, job.priority)
+                snap.jobs_queued[key] = snap.jobs_queued.get(key, 0) + 1
+            for p in job.partitions:
+                phase = p.phase
+                if phase in ACTIVE_PHASES:
+                    k2 = (job.proof_kind, phase)
+                    snap.partitions[k2] = snap.partitions.get(k2, 0) + 1
+        snap.jobs_submitted = self.counters.get("jobs_submitted")  # type: ignore[assignment]
+        snap.jobs_completed = self.counters.get("jobs_completed")  # type: ignore[assignment]
+        mem = self.host_budget.snapshot()
+        snap.memory_budget = mem["budget_bytes"]
+        snap.memory_reserved = {"proving_key": 0, "partition": 0, **mem["reserved_by_consumer"]}
+        snap.memory_waiters = len(mem["waiters"])
+        snap.evictions = mem["evictions"]
+        snap.evicted_bytes = mem["evicted_bytes"]
+        for rk in self.keys.resident():
+            snap.resident_keys[(rk.proof_kind, "host")] = rk.host_bytes
+            if rk.device_bytes:
+                snap.resident_keys[(rk.proof_kind, "device")] = sum(rk.device_bytes.values())
+        return snap
+
+    def quiescent(self) -> bool:
+        """Nothing in flight: no live job, lease, reservation besides keys, or open job span."""
+        if self._live_jobs():
+            return False
+        if any(w.busy for w in self.pipeline.workers):
+            return False
+        return all(r.consumer == "proving_key" for r in self.host_budget.live())

@@ -1,0 +1,341 @@
+"""The partition pipeline of design.md section 2: memory -> synthesis -> GPU -> finalize.
+
+Each partition is a work item owned by exactly one place at a time: a queue or the thread
+running its current step. The owner is the only one that releases its resources, so cancel
+and failure never race a running step: queued items are withdrawn from their queue and
+cleaned up by the canceller; running ones notice the job is over at the next step boundary.
+
+Phase continuity: every hand-off opens the next phase scope before closing the current one.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from cuzk.engine.backend import ProverBackend
+from cuzk.engine.counters import Counters
+from cuzk.engine.jobs import Job, Partition, PhaseScope
+from cuzk.engine.keys import KeyResidency
+from cuzk.engine.leases import GpuWorker
+from cuzk.engine.memory import MemoryBudget, ReservationAborted
+from cuzk.engine.queues import WorkQueue
+from cuzk.engine.settings import PRIORITY_RANK, EngineSettings
+from cuzk.telemetry.metrics import EngineMetrics
+from cuzk.telemetry.tracing import SpanBook
+
+log = logging.getLogger(__name__)
+
+PARTITION_CONSUMER = "partition"
+GPU_CONSUMER = "gpu_phase"
+
+
+def queue_key(p: Partition) -> tuple[int, int, int]:
+    """Priority class first, then job arrival, then partition index (FIFO within a class)."""
+    return (PRIORITY_RANK[p.job.priority], p.job.seq, p.index)
+
+
+class _Stage:
+    """Per-partition bookkeeping the pipeline needs between steps."""
+
+    __slots__ = ("device_reservation", "fin_done", "fin_scope", "queued_scope", "wait_scope")
+
+    def __init__(self) -> None:
+        self.wait_scope: PhaseScope | None = None
+        self.queued_scope: PhaseScope | None = None
+        self.fin_scope: PhaseScope | None = None
+        self.fin_done: threading.Event | None = None
+        self.device_reservation: Any = None
+
+
+class Pipeline:
+    def __init__(
+        self,
+        settings: EngineSettings,
+        prover: ProverBackend,
+        spans: SpanBook,
+        metrics: EngineMetrics,
+        counters: Counters,
+        host_budget: MemoryBudget,
+        device_budgets: dict[str, MemoryBudget],
+        residency: KeyResidency,
+        on_job_settled: Callable[[Job], None],
+    ) -> None:
+        self.settings = settings
+        self.prover = prover
+        self.spans = spans
+        self.metrics = metrics
+        self.counters = counters
+        self.host = host_budget
+        self.device_budgets = device_budgets
+        self.keys = residency
+        self._on_job_settled = on_job_settled
+        rec = settings.record_intervals
+        self.pending: WorkQueue[Partition] = WorkQueue("pending")
+        self.gpu_queue: WorkQueue[Partition] = WorkQueue("gpu", record_intervals=rec)
+        self.fin_queue: WorkQueue[Partition] = WorkQueue("finalize")
+        self.workers: list[GpuWorker] = []
+        n = 0
+        for device in prover.devices:
+            for _ in range(settings.gpu_workers_per_device):
+                self.workers.append(GpuWorker(f"gpu-{n}", device, spans, rec))
+                n += 1
+        self._threads: list[threading.Thread] = []
+        self._stage: dict[int, _Stage] = {}
+        self._stage_lock = threading.Lock()
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        def spawn(name: str, target: Callable[..., None], *args: Any) -> None:
+            t = threading.Thread(target=target, args=args, name=name, daemon=True)
+            t.start()
+            self._threads.append(t)
+
+        for i in range(self.settings.synthesis_threads):
+            spawn(f"cuzk-synth-{i}", self._synthesis_loop)
+        for w in self.workers:
+            spawn(f"cuzk-{w.id}", self._worker_loop, w)
+        for i in range(self.settings.finalizer_threads):
+            spawn(f"cuzk-final-{i}", self._finalizer_loop)
+
+    def stop(self, timeout: float) -> None:
+        """Close the queues stage by stage so in-flight steps can still hand off and clean up."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        groups = [
+            (self.pending, "cuzk-synth"),
+            (self.gpu_queue, "cuzk-gpu"),
+            (self.fin_queue, "cuzk-final"),
+        ]
+        for queue, prefix in groups:
+            for p in queue.close():
+                self._abandon(p)
+            for t in self._threads:
+                if t.name.startswith(prefix):
+                    t.join(max(0.0, deadline - time.monotonic()))
+
+    # ---- entry -------------------------------------------------------------------------------
+
+    def enqueue(self, job: Job) -> None:
+        for p in job.partitions:
+            st = _Stage()
+            st.wait_scope = p.open_phase("waiting_memory")
+            with self._stage_lock:
+                self._stage[id(p)] = st
+        for p in job.partitions:
+            self.pending.put(p, queue_key(p))
+
+    def _st(self, p: Partition) -> _Stage:
+        with self._stage_lock:
+            return self._stage[id(p)]
+
+    # ---- synthesis: memory, then witness and a/b/c -----------------------------------------
+
+    def _synthesis_loop(self) -> None:
+        while (p := self.pending.get()) is not None:
+            try:
+                self._synthesize(p)
+            except BaseException as exc:  # a bug must not kill the pool silently
+                log.exception("synthesis stage crashed")
+                self._fail(p, exc)
+
+    def _attrs(self, p: Partition) -> dict[str, Any]:
+        return {
+            "cuzk.job.id": p.job.id,
+            "cuzk.proof_kind": p.job.proof_kind,
+            "cuzk.partition.index": p.index,
+            "cuzk.priority": p.job.priority,
+        }
+
+    def _synthesize(self, p: Partition) -> None:
+        job, st = p.job, self._st(p)
+        if job.terminal:
+            return self._abandon(p)
+        mem_span = self.spans.start("cuzk.memory.wait", p.span, self._attrs(p))
+        try:
+            p.key = self.keys.acquire(job.proof_kind, job.priority)
+            est = p.key.handle.estimate
+            mem_span.set_attribute("cuzk.memory.bytes", est.synthesis_bytes)
+            p.reservation = self.host.reserve(
+                est.synthesis_bytes, PARTITION_CONSUMER, job.priority,
+                abort=lambda: job.terminal)
+            self.metrics.observe_memory_wait(PARTITION_CONSUMER, p.reservation.waited_s)
+        except ReservationAborted:
+            self.spans.end(mem_span)
+            return self._abandon(p)
+        except Exception as exc:
+            self.spans.end(mem_span, exc)
+            return self._fail(p, exc)
+        self.spans.end(mem_span)
+        if p.span is not None:
+            for name, value in p.key.handle.sizes.items():
+                p.span.set_attribute(f"cuzk.circuit.{name}", value)
+        if job.terminal:
+            return self._abandon(p)
+        syn_span = self.spans.start("cuzk.synthesis", p.span, self._attrs(p))
+        scope = p.open_phase("synthesizing", syn_span)
+        st.wait_scope.close()  # type: ignore[union-attr]
+        try:
+            p.synthesis = self.prover.synthesize(p.key.handle, p.inputs)
+        except Exception as exc:
+            return self._fail(p, exc)
+        if job.terminal:
+            return self._abandon(p)
+        st.queued_scope = p.open_phase("queued_gpu")
+        scope.close()
+        self.gpu_queue.put(p, queue_key(p))
+
+    # ---- GPU workers -------------------------------------------------------------------------
+
+    def _worker_loop(self, worker: GpuWorker) -> None:
+        while (p := self.gpu_queue.get()) is not None:
+            try:
+                self._prove(worker, p)
+            except BaseException as exc:
+                log.exception("GPU stage crashed")
+                self._fail(p, exc)
+
+    def _prove(self, worker: GpuWorker, p: Partition) -> None:
+        job, st = p.job, self._st(p)
+        if job.terminal:
+            return self._abandon(p)
+        est = p.key.handle.estimate
+        budget = self.device_budgets.get(worker.device)
+        if budget is not None and est.gpu_bytes:
+            try:
+                st.device_reservation = budget.reserve(
+                    est.gpu_bytes, GPU_CONSUMER, job.priority, abort=lambda: job.terminal)
+            except ReservationAborted:
+                return self._abandon(p)
+            except Exception as exc:
+                return self._fail(p, exc)
+        handed_off = failed = False
+        try:
+            with worker.lease(job, p):
+                st.queued_scope.close()  # type: ignore[union-attr]
+                try:
+                    p.gpu_output = self.prover.gpu_phase(p.key.handle, p.synthesis, worker.device)
+                    self.prover.release_abc(p.synthesis)
+                    p.reservation.release(min(est.abc_bytes, p.reservation.held))
+                except Exception as exc:
+                    failed = True
+                    self._fail(p, exc)  # settles inside the lease: no phase gap
+                    raise
+                self.counters.inc("worker_partitions", (worker.id, worker.device, job.proof_kind))
+                if not job.terminal:
+                    st.fin_scope = p.open_phase("finalizing")
+                    if not self.settings.split_proving:
+                        st.fin_done = threading.Event()
+                    self.fin_queue.put(p, queue_key(p))
+                    handed_off = True
+                    if st.fin_done is not None:
+                        st.fin_done.wait()  # the non-split comparison: hold the lease
+        except Exception as exc:
+            if not failed and not handed_off:
+                self._fail(p, exc)
+            return
+        finally:
+            if st.device_reservation is not None:
+                st.device_reservation.budget._release_rest(st.device_reservation)
+                st.device_reservation = None
+        if not handed_off:
+            self._abandon(p)
+
+    # ---- finalizers --------------------------------------------------------------------------
+
+    def _finalizer_loop(self) -> None:
+        while (p := self.fin_queue.get()) is not None:
+            try:
+                self._finalize(p)
+            except BaseException as exc:
+                log.exception("finalize stage crashed")
+                self._fail(p, exc)
+
+    def _finalize(self, p: Partition) -> None:
+        job, st = p.job, self._st(p)
+        try:
+            if job.terminal:
+                return self._abandon(p)
+            attrs = self._attrs(p)
+            if p.worker_id is not None:
+                attrs["cuzk.worker.id"] = p.worker_id
+            links = [p.gpu_span] if p.gpu_span is not None else []
+            span = self.spans.start("cuzk.finalize", p.span, attrs, links=links)
+            st.fin_scope.span = span  # type: ignore[union-attr]
+            try:
+                p.proof = self.prover.finalize(p.key.handle, p.synthesis, p.gpu_output)
+            except Exception as exc:
+                return self._fail(p, exc)
+            self._release(p)
+            p.settle("done")
+            self._after_settle(p)
+        finally:
+            if st.fin_done is not None:
+                st.fin_done.set()
+
+    # ---- outcomes ----------------------------------------------------------------------------
+
+    def _release(self, p: Partition) -> None:
+        """Give back everything the work item holds; safe to call more than once."""
+        if p.reservation is not None:
+            p.reservation.budget._release_rest(p.reservation)
+            p.reservation = None
+        if p.key is not None:
+            key, p.key = p.key, None
+            self.keys.release(key)
+        p.synthesis = None
+        p.gpu_output = None
+
+    def _abandon(self, p: Partition) -> None:
+        """The job is over (cancelled, or failed elsewhere): drop this partition's work."""
+        self._release(p)
+        p.settle("cancelled")
+        with self._stage_lock:
+            st = self._stage.get(id(p))
+        if st is not None and st.fin_done is not None:
+            st.fin_done.set()
+        self._after_settle(p)
+
+    def _fail(self, p: Partition, exc: BaseException) -> None:
+        self._release(p)
+        p.settle("failed", exc)
+        self.finish_job(p.job, "failed", f"partition {p.index}: {exc}", exc)
+        self._after_settle(p)
+
+    def _after_settle(self, p: Partition) -> None:
+        job = p.job
+        with self._stage_lock:
+            self._stage.pop(id(p), None)
+        if all(q.outcome == "done" for q in job.partitions):
+            self.finish_job(job, "succeeded")
+        if job.terminal and all(q.outcome is not None for q in job.partitions):
+            self._on_job_settled(job)
+
+    def finish_job(
+        self, job: Job, outcome: str, error: str | None = None, exc: BaseException | None = None
+    ) -> bool:
+        """Conclude a job once; withdraw its queued partitions (they settle as cancelled)."""
+        if not job.conclude(outcome, error):
+            return False
+        self.counters.inc("jobs_completed", (job.proof_kind, outcome))
+        self.metrics.observe_job(job.proof_kind, job.duration_s(), job.trace_id)
+        if job.span is not None:
+            job.span.set_attribute("cuzk.job.status", outcome)
+        job.error_exc = exc
+
+        def mine(q: Partition) -> bool:
+            return q.job is job
+
+        for queue in (self.pending, self.gpu_queue, self.fin_queue):
+            for q in queue.remove_where(mine):
+                self._abandon(q)
+        for budget in (self.host, *self.device_budgets.values()):
+            budget.wake()  # its partitions waiting for memory withdraw now
+        job._done.set()
+        if all(q.outcome is not None for q in job.partitions):
+            self._on_job_settled(job)
+        return True

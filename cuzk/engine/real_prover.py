@@ -1,0 +1,169 @@
+"""ProverBackend over ``cuzk.prover``; imported lazily so the engine loads without it.
+
+Written against cuzk.prover as it stands: ProvingKey.load(path) (.host_bytes, .sizes with
+n_vars/n_public/domain_size/n_coefficients); Circuit.load(r1cs, wasm, name);
+estimate_memory(sizes, gpu_on_host) whose ``reservation_bytes`` is what a partition holds
+(``abc_bytes`` of it freed after the GPU phase); synthesize(key, circuit, inputs);
+gpu_phase(key, s, backend); finalize(key, s, g, verify_proof=True) -> Proof(proof, public);
+s.release_abc(); CpuBackend() / CudaBackend(i) with upload_key, drop_key, working_bytes,
+memory_info; keystore.ensure_zkey for kinds that name no zkey.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from cuzk.engine.backend import KeyHandle, MemoryEstimate, ProofResult
+from cuzk.engine.settings import EngineSettings, ProofKindSettings
+from cuzk.errors import UnknownProofKind
+
+log = logging.getLogger(__name__)
+
+
+def cuda_device_count() -> int:
+    """Usable CUDA devices (0 when CUDA or its Python bindings are missing)."""
+    try:
+        from cuzk.prover.cuda_backend import cuda_device_count as count
+
+        return int(count())
+    except Exception:
+        return 0
+
+
+class _Key:
+    """What the engine's KeyHandle.key holds for the real prover."""
+
+    def __init__(self, key: Any, circuit: Any) -> None:
+        self.key = key
+        self.circuit = circuit
+
+
+class RealProver:
+    def __init__(self, settings: EngineSettings) -> None:
+        self.settings = settings
+        backend = settings.backend
+        count = cuda_device_count() if backend in ("auto", "cuda") else 0
+        if backend == "cuda" and count == 0:
+            raise RuntimeError("backend 'cuda' requested but no CUDA device is usable")
+        self._backends: dict[str, Any] = {}
+        if count:
+            from cuzk.prover.cuda_backend import CudaBackend
+
+            indices = settings.cuda_devices if settings.cuda_devices is not None else range(count)
+            for i in indices:
+                self._backends[f"cuda:{i}"] = CudaBackend(i)
+            self.name = "cuda"
+        else:
+            from cuzk.prover.cpu_backend import CpuBackend
+
+            self._backends["cpu"] = CpuBackend()
+            self.name = "cpu"
+        self.devices = list(self._backends)
+        self._zkeys: dict[str, Path] = {}
+
+    def device_memory_bytes(self, device: str) -> int | None:
+        backend = self._backends.get(device)
+        if backend is None or not hasattr(backend, "memory_info"):
+            return None
+        _free, total = backend.memory_info()
+        return total
+
+    def _kind(self, proof_kind: str) -> ProofKindSettings:
+        kind = self.settings.proof_kinds.get(proof_kind)
+        if kind is None:
+            raise UnknownProofKind(f"unknown proof kind {proof_kind!r}")
+        return kind
+
+    def _circuit_paths(self, proof_kind: str) -> tuple[Path, Path]:
+        kind = self._kind(proof_kind)
+        if kind.r1cs is not None and kind.wasm is not None:
+            return Path(kind.r1cs), Path(kind.wasm)
+        from cuzk.circuits.registry import bundled_circuits
+
+        bundled = bundled_circuits()[proof_kind]
+        return Path(kind.r1cs or bundled.r1cs_path), Path(kind.wasm or bundled.wasm_path)
+
+    def zkey_path(self, proof_kind: str) -> Path:
+        """The configured zkey, or the cached development key (generated once if absent)."""
+        if proof_kind in self._zkeys:
+            return self._zkeys[proof_kind]
+        kind = self._kind(proof_kind)
+        if kind.zkey is not None:
+            path = Path(kind.zkey)
+        else:
+            from cuzk.prover.keystore import ensure_zkey
+
+            r1cs, _ = self._circuit_paths(proof_kind)
+            path = ensure_zkey(proof_kind, r1cs, self.settings.keys_dir)
+        self._zkeys[proof_kind] = path
+        return path
+
+    def key_bytes_hint(self, proof_kind: str) -> int:
+        """The zkey's size: close to the resident key (the engine trues up after loading)."""
+        try:
+            return self.zkey_path(proof_kind).stat().st_size
+        except OSError:
+            return 0
+
+    def load_key(self, proof_kind: str) -> KeyHandle:
+        from cuzk.prover import Circuit, ProvingKey, estimate_memory
+
+        r1cs, wasm = self._circuit_paths(proof_kind)
+        key = ProvingKey.load(self.zkey_path(proof_kind))
+        circuit = Circuit.load(r1cs, wasm, name=proof_kind)
+        circuit.check_key(key)
+        device_bytes = working = 0
+        for backend in self._backends.values():
+            device_bytes = max(device_bytes, int(backend.upload_key(key) or 0))
+            if hasattr(backend, "working_bytes"):
+                working = max(working, int(backend.working_bytes(key)))
+        est = estimate_memory(key.sizes, gpu_on_host=self.name == "cpu")
+        sizes = key.sizes
+        return KeyHandle(
+            proof_kind=proof_kind,
+            key=_Key(key, circuit),
+            host_bytes=int(key.host_bytes),
+            device_bytes=device_bytes,
+            estimate=MemoryEstimate(
+                synthesis_bytes=int(est.reservation_bytes),
+                abc_bytes=int(est.abc_bytes),
+                gpu_bytes=working,  # device bytes; the host part is in the reservation
+                finalize_bytes=int(est.finalize_bytes),
+            ),
+            sizes={
+                "vars": int(sizes.n_vars),
+                "public": int(sizes.n_public),
+                "domain_size": int(sizes.domain_size),
+                "coefficients": int(sizes.n_coefficients),
+            },
+        )
+
+    def unload_key(self, handle: KeyHandle) -> None:
+        for backend in self._backends.values():
+            try:
+                backend.drop_key(handle.key.key)
+            except Exception:  # dropping is best effort; the memory goes with the object
+                log.exception("dropping key %s from %s failed", handle.proof_kind, backend)
+
+    def synthesize(self, key: KeyHandle, inputs: Mapping[str, Any]) -> Any:
+        from cuzk.prover import synthesize
+
+        return synthesize(key.key.key, key.key.circuit, dict(inputs))
+
+    def gpu_phase(self, key: KeyHandle, synthesis: Any, device: str) -> Any:
+        from cuzk.prover import gpu_phase
+
+        return gpu_phase(key.key.key, synthesis, self._backends[device])
+
+    def finalize(self, key: KeyHandle, synthesis: Any, gpu_output: Any) -> ProofResult:
+        from cuzk.prover import finalize
+
+        proof = finalize(key.key.key, synthesis, gpu_output,
+                         verify_proof=self.settings.self_verify)
+        return ProofResult(proof=proof.proof, public=list(proof.public))
+
+    def release_abc(self, synthesis: Any) -> None:
+        synthesis.release_abc()

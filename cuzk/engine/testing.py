@@ -1,0 +1,220 @@
+"""ScriptedProver: a ProverBackend double whose steps can be held, delayed or made to fail.
+
+Concurrency tests use it to force exact interleavings (hold a step on a gate, release it
+later) without real proving. Partition inputs identify a partition: ``{"tag": "P"}``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cuzk.engine.backend import KeyHandle, MemoryEstimate, ProofResult
+
+STEPS = ("load_key", "synthesize", "gpu", "finalize")
+Match = Callable[[Mapping[str, Any]], bool] | str | None
+Delay = float | Callable[[Mapping[str, Any]], float]
+
+
+@dataclass
+class ScriptedKind:
+    host_bytes: int = 1_000
+    device_bytes: int = 0
+    estimate: MemoryEstimate = field(default_factory=lambda: MemoryEstimate(100, 60, 10, 40))
+    sizes: dict[str, int] = field(
+        default_factory=lambda: {"vars": 9, "public": 1, "domain_size": 16, "coefficients": 20})
+
+
+class Gate:
+    """Holds one matching step until released; ``entered`` is set when the step arrives."""
+
+    def __init__(self, step: str, match: Match) -> None:
+        self.step = step
+        self.match = match
+        self.entered = threading.Event()
+        self._open = threading.Event()
+        self.inputs: Mapping[str, Any] | None = None
+
+    def release(self) -> None:
+        self._open.set()
+
+    def wait_entered(self, timeout: float = 10.0) -> bool:
+        return self.entered.wait(timeout)
+
+
+@dataclass
+class ScriptedSynthesis:
+    kind: str
+    inputs: Mapping[str, Any]
+    abc_released: bool = False
+
+
+def _matches(match: Match, inputs: Mapping[str, Any]) -> bool:
+    if match is None:
+        return True
+    if isinstance(match, str):
+        return inputs.get("tag") == match
+    return bool(match(inputs))
+
+
+class ScriptedProver:
+    """Deterministic prover double. Register holds/failures/delays before submitting."""
+
+    def __init__(
+        self,
+        kinds: Mapping[str, ScriptedKind] | None = None,
+        devices: Sequence[str] = ("cpu",),
+        name: str = "cpu",
+        device_memory: int | None = None,
+    ) -> None:
+        self.kinds = dict(kinds or {})
+        self.devices = list(devices)
+        self.name = name
+        self._device_memory = device_memory
+        self._lock = threading.Lock()
+        self._gates: list[Gate] = []
+        self._failures: list[tuple[str, Match, BaseException]] = []
+        self._delays: dict[str, Delay] = {}
+        self.calls: dict[str, int] = dict.fromkeys(STEPS, 0)
+        self.unloads = 0
+        self.events: list[tuple[str, str, Any]] = []  # (step, "start"|"end", tag)
+        self._gpu_calls = 0
+        self._in_gpu: dict[str, int] = {}  # thread name -> id of the gpu call it is inside
+
+    # ---- scripting ---------------------------------------------------------------------------
+
+    def hold(self, step: str, match: Match = None) -> Gate:
+        """Hold the next call of ``step`` whose inputs match, until ``gate.release()``."""
+        assert step in STEPS
+        gate = Gate(step, match)
+        with self._lock:
+            self._gates.append(gate)
+        return gate
+
+    def fail(self, step: str, match: Match, exc: BaseException) -> None:
+        """Make the next matching call of ``step`` raise ``exc``."""
+        with self._lock:
+            self._failures.append((step, match, exc))
+
+    def delay(self, step: str, seconds: Delay) -> None:
+        with self._lock:
+            self._delays[step] = seconds
+
+    def in_gpu(self) -> dict[str, int]:
+        """Ground truth for tests: which threads are inside a gpu_phase call (call id)."""
+        with self._lock:
+            return dict(self._in_gpu)
+
+    def _run(self, step: str, inputs: Mapping[str, Any]) -> None:
+        with self._lock:
+            self.calls[step] += 1
+            if step == "gpu":
+                self._gpu_calls += 1
+                self._in_gpu[threading.current_thread().name] = self._gpu_calls
+            gate = next((g for g in self._gates if _matches(g.match, inputs)
+                         and g.step == step), None)
+            if gate is not None:
+                self._gates.remove(gate)
+            failure = next((f for f in self._failures if f[0] == step
+                            and _matches(f[1], inputs)), None)
+            if failure is not None:
+                self._failures.remove(failure)
+            delay = self._delays.get(step)
+            self.events.append((step, "start", inputs.get("tag")))
+        try:
+            if gate is not None:
+                gate.inputs = inputs
+                gate.entered.set()
+                gate._open.wait()
+            if delay is not None:
+                seconds = delay(inputs) if callable(delay) else delay
+                if seconds > 0:
+                    time.sleep(seconds)
+            if failure is not None:
+                raise failure[2]
+        finally:
+            with self._lock:
+                if step == "gpu":
+                    self._in_gpu.pop(threading.current_thread().name, None)
+                self.events.append((step, "end", inputs.get("tag")))
+
+    # ---- ProverBackend -----------------------------------------------------------------------
+
+    def device_memory_bytes(self, device: str) -> int | None:
+        return None if device == "cpu" else self._device_memory
+
+    def _kind(self, proof_kind: str) -> ScriptedKind:
+        return self.kinds.setdefault(proof_kind, ScriptedKind())
+
+    def key_bytes_hint(self, proof_kind: str) -> int:
+        return self._kind(proof_kind).host_bytes
+
+    def load_key(self, proof_kind: str) -> KeyHandle:
+        self._run("load_key", {"tag": proof_kind})
+        k = self._kind(proof_kind)
+        return KeyHandle(proof_kind, object(), k.host_bytes, k.device_bytes, k.estimate,
+                         dict(k.sizes))
+
+    def unload_key(self, handle: KeyHandle) -> None:
+        with self._lock:
+            self.unloads += 1
+
+    def synthesize(self, key: KeyHandle, inputs: Mapping[str, Any]) -> ScriptedSynthesis:
+        self._run("synthesize", inputs)
+        return ScriptedSynthesis(key.proof_kind, inputs)
+
+    def gpu_phase(self, key: KeyHandle, synthesis: ScriptedSynthesis, device: str) -> dict:
+        self._run("gpu", synthesis.inputs)
+        return {"device": device}
+
+    def finalize(
+        self, key: KeyHandle, synthesis: ScriptedSynthesis, gpu_output: Any
+    ) -> ProofResult:
+        self._run("finalize", synthesis.inputs)
+        tag = str(synthesis.inputs.get("tag", ""))
+        return ProofResult(proof={"protocol": "groth16", "curve": "bls12381", "tag": tag},
+                           public=[tag])
+
+    def release_abc(self, synthesis: ScriptedSynthesis) -> None:
+        synthesis.abc_released = True
+
+
+def wait_until(pred: Callable[[], bool], timeout: float = 10.0, interval: float = 0.002) -> bool:
+    """Poll ``pred`` until true or ``timeout``; returns the last value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(interval)
+    return bool(pred())
+
+
+def make_test_engine(
+    kinds: Mapping[str, tuple[int, str]],
+    prover: ScriptedProver | None = None,
+    **settings: Any,
+) -> tuple[Any, ScriptedProver, Any]:
+    """An engine over a ScriptedProver with an in-memory span exporter, not yet started.
+
+    kinds: name -> (partitions, priority). Returns (engine, prover, exporter).
+    """
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from cuzk.engine.engine import Engine
+    from cuzk.engine.settings import EngineSettings, ProofKindSettings
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    settings.setdefault("memory_budget_bytes", 1_000_000)
+    es = EngineSettings(
+        proof_kinds={n: ProofKindSettings(n, parts, prio) for n, (parts, prio) in kinds.items()},
+        **settings,
+    )
+    prover = prover or ScriptedProver()
+    return Engine(es, prover, tracer_provider=provider), prover, exporter

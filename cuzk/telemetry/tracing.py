@@ -1,0 +1,190 @@
+"""OpenTelemetry setup from the standard ``OTEL_*`` variables, and a span book.
+
+Tracing always runs in-process (trace ids feed exemplars and the status view); spans leave
+the process only when ``OTEL_TRACES_EXPORTER`` or an OTLP endpoint variable asks for it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    ConsoleSpanExporter,
+    SpanExporter,
+)
+from opentelemetry.trace import Link, Span, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+TRACER_NAME = "cuzk.engine"
+_PROPAGATOR = TraceContextTextMapPropagator()
+
+
+def _otlp_exporter(env: Mapping[str, str]) -> SpanExporter:
+    protocol = env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get(
+        "OTEL_EXPORTER_OTLP_PROTOCOL"
+    )
+    endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get(
+        "OTEL_EXPORTER_OTLP_ENDPOINT", ""
+    )
+    if protocol is None:
+        # The spec default is http/protobuf; an endpoint on the gRPC port means gRPC.
+        protocol = "grpc" if endpoint.rstrip("/").endswith(":4317") else "http/protobuf"
+    # The exporters read endpoint, headers, timeout, compression from the environment.
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    else:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # type: ignore[assignment]
+            OTLPSpanExporter,
+        )
+    return OTLPSpanExporter()
+
+
+def exporters_from_env(env: Mapping[str, str] | None = None) -> list[SpanExporter]:
+    """Exporters the environment asks for; none when nothing is configured."""
+    env = os.environ if env is None else env
+    names = env.get("OTEL_TRACES_EXPORTER")
+    if names is None:
+        wants_otlp = bool(
+            env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        )
+        names = "otlp" if wants_otlp else "none"
+    out: list[SpanExporter] = []
+    for name in (n.strip().lower() for n in names.split(",")):
+        if name == "otlp":
+            out.append(_otlp_exporter(env))
+        elif name == "console":
+            out.append(ConsoleSpanExporter())
+        elif name in ("none", ""):
+            continue
+        else:
+            raise ValueError(f"OTEL_TRACES_EXPORTER: unsupported exporter {name!r}")
+    return out
+
+
+def build_tracer_provider(
+    service_name: str = "cuzk",
+    env: Mapping[str, str] | None = None,
+    processors: Sequence[SpanProcessor] = (),
+) -> TracerProvider:
+    """A TracerProvider honouring OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER.
+
+    ``service_name`` applies only when OTEL_SERVICE_NAME is not set.
+    """
+    env = os.environ if env is None else env
+    attrs = {} if env.get("OTEL_SERVICE_NAME") else {"service.name": service_name}
+    provider = TracerProvider(resource=Resource.create(attrs))  # sampler: OTEL_TRACES_SAMPLER
+    for exporter in exporters_from_env(env):
+        provider.add_span_processor(BatchSpanProcessor(exporter))
+    for proc in processors:
+        provider.add_span_processor(proc)
+    return provider
+
+
+def extract_context(carrier: Any) -> otel_context.Context | None:
+    """A parent context from a Context, a Span, or a header mapping with ``traceparent``."""
+    if carrier is None:
+        return None
+    if isinstance(carrier, otel_context.Context):
+        return carrier
+    if isinstance(carrier, Span):
+        return trace.set_span_in_context(carrier)
+    if isinstance(carrier, Mapping):
+        headers = {str(k).lower(): v for k, v in carrier.items()}
+        return _PROPAGATOR.extract(headers)
+    if isinstance(carrier, str):
+        return _PROPAGATOR.extract({"traceparent": carrier})
+    raise TypeError(f"cannot take a trace context from {type(carrier).__name__}")
+
+
+def trace_id_of(span: TrackedSpan | Span | None) -> str | None:
+    """32-hex trace id, or None for an invalid (tracing off) span."""
+    if isinstance(span, TrackedSpan):
+        span = span.span
+    if span is None:
+        return None
+    ctx = span.get_span_context()
+    return format(ctx.trace_id, "032x") if ctx.is_valid else None
+
+
+class TrackedSpan:
+    """An engine span and whether it has ended (a no-op span object is shared, so wrap it)."""
+
+    __slots__ = ("ended", "name", "span")
+
+    def __init__(self, name: str, span: Span) -> None:
+        self.name = name
+        self.span = span
+        self.ended = False
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        self.span.set_attribute(key, value)
+
+    @property
+    def trace_id(self) -> str | None:
+        return trace_id_of(self.span)
+
+
+class SpanBook:
+    """Starts and ends engine spans with explicit parents, and counts the ones still open.
+
+    Engine work hops threads, so spans are parented explicitly rather than through the
+    current context. ``open_spans`` lets tests prove nothing is left open.
+    """
+
+    def __init__(self, provider: trace.TracerProvider | None, enabled: bool = True) -> None:
+        if not enabled or provider is None:
+            provider = trace.NoOpTracerProvider()
+        self.enabled = enabled
+        self.tracer = provider.get_tracer(TRACER_NAME)
+        self._lock = threading.Lock()
+        self._open: dict[int, TrackedSpan] = {}
+
+    def start(
+        self,
+        name: str,
+        parent: TrackedSpan | otel_context.Context | None,
+        attributes: Mapping[str, Any] | None = None,
+        links: Sequence[TrackedSpan] = (),
+    ) -> TrackedSpan:
+        if isinstance(parent, TrackedSpan):
+            ctx: otel_context.Context | None = trace.set_span_in_context(parent.span)
+        else:
+            ctx = parent
+        span = self.tracer.start_span(
+            name,
+            context=ctx,
+            attributes=dict(attributes or {}),
+            links=[
+                Link(t.span.get_span_context())
+                for t in links
+                if t.span.get_span_context().is_valid
+            ],
+        )
+        tracked = TrackedSpan(name, span)
+        with self._lock:
+            self._open[id(tracked)] = tracked
+        return tracked
+
+    def end(self, tracked: TrackedSpan, error: BaseException | None = None) -> None:
+        """End a span once; later calls do nothing, so cleanup paths can be simple."""
+        with self._lock:
+            if tracked.ended:
+                return
+            tracked.ended = True
+            self._open.pop(id(tracked), None)
+        if error is not None:
+            tracked.span.record_exception(error)
+            tracked.span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+        tracked.span.end()
+
+    def open_spans(self) -> list[str]:
+        with self._lock:
+            return sorted(t.name for t in self._open.values())

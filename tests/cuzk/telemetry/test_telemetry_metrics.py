@@ -1,0 +1,140 @@
+"""Metric exposition matches design.md section 5: names, types, labels, exemplars, monotonic."""
+
+from __future__ import annotations
+
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+from cuzk.engine.testing import make_test_engine, wait_until
+
+# family name (as the OpenMetrics parser reports it) -> (type, label names)
+CONTRACT = {
+    "cuzk_gpu_worker_busy": ("gauge", {"worker", "device"}),
+    "cuzk_gpu_worker_busy_seconds": ("counter", {"worker", "device"}),
+    "cuzk_gpu_worker_partitions": ("counter", {"worker", "device", "proof_kind"}),
+    "cuzk_jobs_queued": ("gauge", {"proof_kind", "priority"}),
+    "cuzk_partitions": ("gauge", {"proof_kind", "phase"}),
+    "cuzk_jobs_submitted": ("counter", {"proof_kind"}),
+    "cuzk_jobs_completed": ("counter", {"proof_kind", "status"}),
+    "cuzk_job_duration_seconds": ("histogram", {"proof_kind"}),
+    "cuzk_partition_phase_duration_seconds": ("histogram", {"proof_kind", "phase"}),
+    "cuzk_memory_budget_bytes": ("gauge", set()),
+    "cuzk_memory_reserved_bytes": ("gauge", {"consumer"}),
+    "cuzk_memory_waiters": ("gauge", set()),
+    "cuzk_memory_acquire_wait_seconds": ("histogram", {"consumer"}),
+    "cuzk_memory_evictions": ("counter", set()),
+    "cuzk_memory_evicted_bytes": ("counter", set()),
+    "cuzk_proving_key_resident_bytes": ("gauge", {"proof_kind", "location"}),
+    "cuzk_build_info": ("gauge", {"version", "backend"}),
+}
+HIST_EXTRA = {"le"}
+KINDS = {"winning-post": (1, "critical"), "snap-update": (4, "normal")}
+
+
+def _families(engine):
+    text, ctype = engine.metrics.render(openmetrics_format=True)
+    assert ctype.startswith("application/openmetrics-text")
+    return {f.name: f for f in text_string_to_metric_families(text.decode())}
+
+
+def _counters(fams):
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in fams.values() if f.type == "counter" for s in f.samples
+            if s.name.endswith("_total")}
+
+
+def test_exposition_matches_contract_with_exemplars_and_no_job_ids():
+    engine, _, _ = make_test_engine(KINDS)
+    with engine:
+        jobs = [engine.submit("winning-post", [{"tag": "w"}]),
+                engine.submit("snap-update", [{"tag": str(i)} for i in range(4)])]
+        for j in jobs:
+            assert engine.wait(j.id, 5).state == "succeeded"
+        assert wait_until(engine.quiescent)
+        fams = _families(engine)
+        first = _counters(fams)
+        jobs.append(engine.submit("winning-post", [{"tag": "w2"}]))
+        assert engine.wait(jobs[-1].id, 5).state == "succeeded"
+        second = _counters(_families(engine))
+
+    assert set(CONTRACT) <= set(fams), set(CONTRACT) - set(fams)
+    job_ids = {j.id for j in jobs}
+    for name, (mtype, labels) in CONTRACT.items():
+        fam = fams[name]
+        assert fam.type == mtype, name
+        assert fam.samples, f"{name} has no samples"
+        for s in fam.samples:
+            names = set(s.labels) - (HIST_EXTRA if mtype == "histogram" else set())
+            assert names == labels, (name, s.labels)
+            assert not (set(s.labels.values()) & job_ids)
+    extra = {n for n in fams if n.startswith("cuzk_")} - set(CONTRACT)
+    assert extra == set(), extra  # NVML metrics absent without NVML
+
+    kinds = {s.labels["proof_kind"] for s in fams["cuzk_jobs_submitted"].samples}
+    assert kinds == {"winning-post", "snap-update"}  # full names, never shortened
+    build = fams["cuzk_build_info"].samples[0]
+    assert build.value == 1 and build.labels["backend"] == "cpu"
+
+    trace_ids = {j.trace_id for j in jobs}
+    for name in ("cuzk_job_duration_seconds", "cuzk_partition_phase_duration_seconds"):
+        ex = [s.exemplar for s in fams[name].samples if s.exemplar is not None]
+        assert ex, f"{name} has no exemplars"
+        assert all(e.labels["trace_id"] in trace_ids for e in ex)
+
+    assert set(first) <= set(second)
+    assert all(second[k] >= v for k, v in first.items())
+    key = ("cuzk_jobs_completed_total", (("proof_kind", "winning-post"), ("status", "succeeded")))
+    assert (first[key], second[key]) == (1, 2)
+
+
+def test_gauges_follow_live_state():
+    engine, _, _ = make_test_engine(KINDS)
+    with engine:
+        engine.pause_workers()
+        job = engine.submit("snap-update", [{"tag": str(i)} for i in range(4)])
+        assert wait_until(lambda: len(engine.pipeline.gpu_queue) == 4)
+        fams = _families(engine)
+        phases = {s.labels["phase"]: s.value for s in fams["cuzk_partitions"].samples
+                  if s.labels["proof_kind"] == "snap-update"}
+        assert phases["queued_gpu"] == 4 and phases["proving"] == 0
+        reserved = {s.labels["consumer"]: s.value
+                    for s in fams["cuzk_memory_reserved_bytes"].samples}
+        assert reserved == {"partition": 400, "proving_key": 1000}
+        keys = {(s.labels["proof_kind"], s.labels["location"]): s.value
+                for s in fams["cuzk_proving_key_resident_bytes"].samples}
+        assert keys[("snap-update", "host")] == 1000 and keys[("winning-post", "host")] == 0
+        assert all(s.value == 0 for s in fams["cuzk_gpu_worker_busy"].samples)
+        engine.resume_workers()
+        assert engine.wait(job.id, 5).state == "succeeded"
+        assert wait_until(engine.quiescent)
+        fams = _families(engine)
+        assert all(s.value == 0 for s in fams["cuzk_partitions"].samples)
+        busy = [s.value for s in fams["cuzk_gpu_worker_busy_seconds"].samples
+                if s.name.endswith("_total")]
+        assert sum(busy) > 0
+
+
+def test_queued_jobs_gauge_counts_jobs_waiting_for_memory():
+    engine, prover, _ = make_test_engine(KINDS, memory_budget_bytes=1100)
+    with engine:
+        gate = prover.hold("gpu", "a")
+        first = engine.submit("winning-post", [{"tag": "a"}])
+        assert gate.wait_entered()
+        second = engine.submit("winning-post", [{"tag": "b"}])  # no memory left for it
+        assert wait_until(lambda: engine.host_budget.waiters == 1)
+        fams = _families(engine)
+        queued = {(s.labels["proof_kind"], s.labels["priority"]): s.value
+                  for s in fams["cuzk_jobs_queued"].samples}
+        assert queued[("winning-post", "critical")] == 1
+        assert fams["cuzk_memory_waiters"].samples[0].value == 1
+        gate.release()
+        assert engine.wait(second.id, 5).state == "succeeded"
+        assert first.state == "succeeded"
+
+
+def test_metrics_disabled_registry_is_empty():
+    engine, _, _ = make_test_engine(KINDS, metrics_enabled=False)
+    with engine:
+        job = engine.submit("winning-post", [{}])
+        assert engine.wait(job.id, 5).state == "succeeded"
+        assert b"cuzk_" not in engine.metrics.render()[0]
+        assert engine.status()["counters"]["jobs_submitted"]["winning-post"] == 1
