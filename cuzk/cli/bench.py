@@ -37,19 +37,30 @@ def register(subparsers: Any) -> None:
     pp.add_argument("--keys-dir", type=Path, default=DEFAULT_KEYS_DIR)
     pp.add_argument("--json", type=Path, help="also write the figures as JSON here")
     pp.set_defaults(func=run_prover)
-    pe = sub.add_parser("engine", help="a backlog of mixed jobs through the real engine")
-    try:
-        from cuzk.engine.bench import add_arguments
-    except ModuleNotFoundError:  # TODO(lead): remove once the engine bench lands
-        return
-    add_arguments(pe)
+    pe = sub.add_parser(
+        "engine",
+        help="a backlog of mixed jobs through the engine: throughput, latency, busy fraction, "
+        "split proving and telemetry on/off side by side",
+    )
+    pe.add_argument("--prover", choices=["auto", "real", "scripted"], default="auto",
+                    help="real: the CPU/GPU prover; scripted: a sleeping double (engine overhead only)")
+    pe.add_argument("--jobs", type=int, default=40)
+    pe.add_argument("--repeats", type=int, default=3, help="telemetry on/off pairs (median reported)")
+    pe.add_argument("--seed", type=int, default=0)
+    pe.add_argument("--scale", type=float, default=1.0, help="scripted step-time multiplier")
+    pe.add_argument("--json", type=Path, help="also write the figures as JSON here")
     pe.set_defaults(func=run_engine)
 
 
 def run_engine(args: argparse.Namespace) -> int:
-    from cuzk.engine.bench import run_from_args
+    from cuzk.engine.bench import run_engine_bench
 
-    return run_from_args(args)
+    figures = run_engine_bench(
+        prover=args.prover, jobs=args.jobs, repeats=args.repeats, seed=args.seed, scale=args.scale
+    )
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2, default=str) + "\n")
+    return 0
 
 
 def _snarkjs_prove(snarkjs: str, zkey: Path, wtns: Path, workdir: Path) -> float:
