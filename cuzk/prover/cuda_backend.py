@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -44,7 +44,9 @@ class DeviceOutOfMemory(CuzkError):
 
     def __init__(self, device: str, what: str, detail: str, free: int | None, total: int | None):
         mib = 1 << 20
-        where = f" ({free // mib} MiB free of {total // mib} MiB)" if free is not None and total else ""
+        where = ""
+        if free is not None and total:
+            where = f" ({free // mib} MiB free of {total // mib} MiB)"
         super().__init__(
             f"{device}: out of device memory during {what}{where}: {detail}. "
             "This partition failed; the GPU worker remains usable."
@@ -88,8 +90,17 @@ def _is_oom(exc: BaseException) -> bool:
             or "out of memory" in text.lower())
 
 
+def _make_executor(cupy: Any, stream: Any) -> Any:
+    """The kernel executor on ``stream`` (a seam: the CPU flow test swaps in the CPU target)."""
+    from kernels.gpu.launch import Executor
+    from kernels.gpu.runtime import cuda_target
+
+    return Executor(cuda_target(), cupy, stream=stream)
+
+
 class _ResidentKey:
-    def __init__(self, sections: dict[str, Any]) -> None:
+    def __init__(self, key: Any, sections: dict[str, Any]) -> None:
+        self.key = key            # held so id(key) cannot be reused while its points are resident
         self.sections = sections
         self.nbytes = sum(int(s.nbytes) for s in sections.values())
 
@@ -102,15 +113,15 @@ class CudaBackend:
     def __init__(self, device_index: int = 0) -> None:
         count = cuda_device_count()
         if count == 0:
-            raise CudaError("no usable CUDA device (needs an NVIDIA driver, cupy-cuda13x and numba-cuda)")
+            raise CudaError(
+                "no usable CUDA device (needs an NVIDIA driver, cupy-cuda13x and numba-cuda)"
+            )
         if not 0 <= device_index < count:
             raise CudaError(f"CUDA device {device_index} does not exist ({count} visible)")
         import cupy
 
-        from kernels.gpu.launch import Executor
         from kernels.gpu.msm import MsmEngine
         from kernels.gpu.ntt import NttEngine
-        from kernels.gpu.runtime import cuda_target
 
         self.device_index = device_index
         self.device = f"cuda:{device_index}"
@@ -120,7 +131,7 @@ class CudaBackend:
         with self._device():
             self._compute = cupy.cuda.Stream(non_blocking=True)
             self._copy = cupy.cuda.Stream(non_blocking=True)
-            ex = Executor(cuda_target(), cupy, stream=self._compute)
+            ex = _make_executor(cupy, self._compute)
             self._ntt = NttEngine(ex)
             self._msm = MsmEngine(ex)
         self._pinned: list[Any] = []
@@ -155,10 +166,8 @@ class CudaBackend:
     def _recover(self) -> None:
         """After a failure: finish queued work and hand cached blocks back to the driver."""
         for s in (self._compute, self._copy):
-            try:
+            with suppress(Exception):
                 s.synchronize()
-            except Exception:
-                pass
         self._cp.get_default_memory_pool().free_all_blocks()
         self._cp.get_default_pinned_memory_pool().free_all_blocks()
 
@@ -175,14 +184,14 @@ class CudaBackend:
         """Two pinned host buffers of at least ``nbytes`` (grown, never shrunk, per backend)."""
         if self._pinned_bytes < nbytes:
             self._pinned = [
-                np.frombuffer(self._cp.cuda.alloc_pinned_memory(nbytes), dtype=np.uint8, count=nbytes)
+                np.frombuffer(self._cp.cuda.alloc_pinned_memory(nbytes), np.uint8, nbytes)
                 for _ in range(2)
             ]
             self._pinned_bytes = nbytes
         return self._pinned
 
     def _upload_rows(self, host: np.ndarray, buf: np.ndarray) -> tuple[Any, Any]:
-        """Async copy of a (n, k) uint32 array through pinned ``buf``; returns (device array, event).
+        """Async copy of (n, k) uint32 rows through pinned ``buf``; returns (device array, event).
 
         The device array is allocated on the copy stream and must stay referenced until the
         compute stream has finished with it (the pool may hand its block out again once freed).
@@ -198,9 +207,33 @@ class CudaBackend:
         ev.record(self._copy)
         return dev, ev
 
+    def warmup(self) -> float:
+        """JIT-compile every kernel now (tens of seconds once per process) instead of inside the
+        first partition's GPU phase; returns the seconds it took. Safe to call more than once."""
+        import time
+
+        from kernels.field import FR, ints_to_array
+        from kernels.gpu.g1 import g1_to_affine_mont
+
+        t0 = time.perf_counter()
+        n = 4
+        a = FR.to_mont(FR.from_ints(range(1, n + 1)))
+        self.h_evaluations(None, a, a, a)  # type: ignore[arg-type]
+        m = 130   # > 2 accumulation chunks in one bucket, so the reduction kernel compiles too
+        rows = np.tile(g1_to_affine_mont([G1Point()]).reshape(1, 24), (m, 1))
+        with self._guard("warm-up"):
+            pts = self._cp.asarray(rows)
+            sc = self._cp.asarray(ints_to_array([1] * m, 8))
+            self._msm.msm(pts, sc)
+            self._compute.synchronize()
+        return time.perf_counter() - t0
+
     # -- keys ---------------------------------------------------------------------------------
     def upload_key(self, key: ProvingKey) -> int:
-        """Make A, B1, C, H resident (once per key); returns the device bytes they use."""
+        """Make A, B1, C, H resident (once per key); returns the device bytes they use.
+
+        The backend keeps a reference to ``key`` until ``drop_key``: evict through drop_key.
+        """
         from kernels.gpu.msm import points_rows
 
         with self._guard(f"upload of proving key {getattr(key, 'path', '')}"):
@@ -214,7 +247,7 @@ class CudaBackend:
                 dev.set(rows, stream=self._copy)
                 sections[sec] = dev
             self._copy.synchronize()
-            resident = _ResidentKey(sections)
+            resident = _ResidentKey(key, sections)
             self._keys[id(key)] = resident
             return resident.nbytes
 
@@ -237,7 +270,9 @@ class CudaBackend:
         return max(h_bytes, device_bytes_estimate(max(m, 1)))
 
     # -- the GPU phase -------------------------------------------------------------------------
-    def h_evaluations(self, key: ProvingKey, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    def h_evaluations(
+        self, key: ProvingKey, a: np.ndarray, b: np.ndarray, c: np.ndarray
+    ) -> np.ndarray:
         """(a*b - c) on the odd coset, (n, 8) normal form; a, b, c Montgomery on the domain."""
         n = a.shape[0]
         for name, x in (("a", a), ("b", b), ("c", c)):

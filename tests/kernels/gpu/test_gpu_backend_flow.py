@@ -1,0 +1,147 @@
+"""CudaBackend's host-side flow (key residency, pinned double-buffered uploads, stream hand-offs,
+H and MSM plumbing, out-of-memory handling) without a GPU: CuPy is replaced by a NumPy-backed
+stand-in and the kernels run on the CPU target. The real device path is test_gpu_device.py."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import sys
+import types
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from py_arkworks_bls12381 import G1Point, Scalar
+
+from cuzk.curves import BLS12_381
+from cuzk.prover import cuda_backend
+from kernels import qap
+from kernels.field import FR, ints_to_array
+from kernels.gpu.g1 import g1_to_affine_mont
+from kernels.gpu.launch import Executor
+from kernels.gpu.runtime import cpu_target
+
+R = BLS12_381.r
+
+
+class _Dev(np.ndarray):
+    """A 'device array': NumPy memory with CuPy's set/get."""
+
+    def set(self, arr, stream=None):
+        np.copyto(np.asarray(self), arr)
+
+    def get(self, stream=None, out=None):
+        if out is None:
+            return np.asarray(self).copy()
+        np.copyto(out, np.asarray(self))
+        return out
+
+
+class _Stream:
+    ptr = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def synchronize(self):
+        pass
+
+    def wait_event(self, ev):
+        assert ev.recorded, "compute stream waited on an event that was never recorded"
+
+
+class _Event:
+    def __init__(self, **kw):
+        self.recorded = False
+
+    def record(self, stream):
+        self.recorded = True
+
+
+class _Pool:
+    def __init__(self):
+        self.limit = None
+
+    def free_all_blocks(self):
+        pass
+
+
+def _fake_cupy(pool: _Pool) -> types.ModuleType:
+    cp = types.ModuleType("cupy")
+
+    def empty(shape, dtype=np.uint32):
+        if pool.limit is not None and int(np.prod(shape)) * np.dtype(dtype).itemsize > pool.limit:
+            raise type("OutOfMemoryError", (Exception,), {})(f"out of memory allocating {shape}")
+        return np.empty(shape, dtype).view(_Dev)
+
+    cp.empty = empty
+    cp.asarray = lambda a, dtype=None: np.asarray(a, dtype).view(_Dev)
+    cp.get_default_memory_pool = lambda: pool
+    cp.get_default_pinned_memory_pool = lambda: pool
+    cp.cuda = SimpleNamespace(
+        Stream=lambda non_blocking=True: _Stream(),
+        Event=_Event,
+        Device=lambda i: contextlib.nullcontext(),
+        alloc_pinned_memory=lambda n: bytearray(n),
+        runtime=SimpleNamespace(memGetInfo=lambda: (1 << 30, 2 << 30), getDeviceCount=lambda: 1),
+    )
+    cp.__getattr__ = lambda name: getattr(np, name)   # sort, searchsorted, zeros, ...
+    return cp
+
+
+@pytest.fixture()
+def fake(monkeypatch):
+    pool = _Pool()
+    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(pool))
+    monkeypatch.setattr(cuda_backend, "cuda_device_count", lambda: 1)
+    monkeypatch.setattr(cuda_backend, "_make_executor",
+                        lambda cp, stream: Executor(cpu_target(), cp, stream=None))
+    monkeypatch.setattr(cuda_backend.CudaBackend, "_device",
+                        lambda self: contextlib.nullcontext())
+    return cuda_backend.CudaBackend(0), pool
+
+
+def _key(m: int, log_n: int):
+    rng = random.Random(m)
+    pts = [G1Point() * Scalar(rng.randrange(1, R)) for _ in range(m)]
+    arr = g1_to_affine_mont(pts)
+    sections = {"A": arr, "B1": arr, "C": arr[: m // 2], "H": arr[: 1 << log_n]}
+    key = SimpleNamespace(path="k.zkey", sizes=SimpleNamespace(domain_size=1 << log_n),
+                          g1_section_array=lambda s: sections[s])
+    return key, pts
+
+
+def test_backend_h_and_msm_flow(fake):
+    backend, _ = fake
+    assert backend.device == "cuda:0"
+    key, pts = _key(40, 5)
+    nbytes = backend.upload_key(key)
+    assert nbytes == (40 + 40 + 20 + 32) * 96 and backend.resident_bytes() == nbytes
+    assert backend.upload_key(key) == nbytes
+    n = 32
+    rng = random.Random(2)
+    a, b, c = (FR.to_mont(FR.from_ints([rng.randrange(R) for _ in range(n)])) for _ in range(3))
+    assert np.array_equal(backend.h_evaluations(key, a, b, c), qap.h_evaluations(a, b, c, 5))
+    sc = [rng.randrange(R) for _ in range(20)]
+    got = backend.msm_g1(key, "C", ints_to_array(sc, 8))
+    assert got == G1Point.multiexp_unchecked(pts[:20], [Scalar(s) for s in sc])
+    with pytest.raises(ValueError, match="20 points"):
+        backend.msm_g1(key, "C", ints_to_array(sc[:5], 8))
+    backend.drop_key(key)
+    assert backend.resident_bytes() == 0
+
+
+def test_backend_out_of_memory_is_a_clean_partition_failure(fake):
+    backend, pool = fake
+    key, pts = _key(12, 3)
+    backend.upload_key(key)
+    sc = ints_to_array([3] * 12, 8)
+    pool.limit = 64
+    with pytest.raises(cuda_backend.DeviceOutOfMemory, match="cuda:0: out of device memory"):
+        backend.msm_g1(key, "A", sc)
+    pool.limit = None
+    assert backend.msm_g1(key, "A", sc) == G1Point.multiexp_unchecked(pts, [Scalar(3)] * 12)

@@ -1,0 +1,117 @@
+"""CudaBackend and the kernels on a real GPU. Without a CUDA device (CI never has one) the device
+tests skip — that is expected; benchmarks/gpu_check.sh runs them on a GPU machine. The probe and
+the error types are checked everywhere."""
+
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from py_arkworks_bls12381 import G1Point, Scalar
+
+from cuzk.curves import BLS12_381
+from cuzk.errors import CuzkError
+from cuzk.prover.cuda_backend import (
+    CudaBackend,
+    CudaError,
+    DeviceOutOfMemory,
+    cuda_available,
+    cuda_device_count,
+)
+from kernels import qap
+from kernels.field import FR, ints_to_array
+from kernels.gpu.g1 import g1_to_affine_mont
+
+R = BLS12_381.r
+needs_gpu = pytest.mark.skipif(
+    not cuda_available(), reason="needs a CUDA device (none in CI; run benchmarks/gpu_check.sh)"
+)
+
+
+def test_probe_is_consistent():
+    assert cuda_available() == (cuda_device_count() > 0)
+    if not cuda_available():
+        with pytest.raises(CudaError, match="no usable CUDA device"):
+            CudaBackend(0)
+
+
+def test_out_of_memory_error_is_a_clear_cuzk_error():
+    err = DeviceOutOfMemory("cuda:1", "MSM over section H", "OutOfMemoryError: 1 GiB",
+                            512 << 20, 80 << 30)
+    assert isinstance(err, CuzkError)
+    assert "cuda:1" in str(err) and "MSM over section H" in str(err)
+    assert "512 MiB free of 81920 MiB" in str(err) and "remains usable" in str(err)
+
+
+def _rand_mont(n: int, seed: int) -> np.ndarray:
+    rng = random.Random(seed)
+    return FR.to_mont(FR.from_ints([rng.randrange(R) for _ in range(n)]))
+
+
+def _fake_key(m: int, log_n: int, seed: int = 1):
+    rng = random.Random(seed)
+    gen = G1Point()
+    pts = [gen * Scalar(rng.randrange(1, R)) for _ in range(m)]
+    arr = g1_to_affine_mont(pts)
+    sections = {"A": arr, "B1": arr[::-1].copy(), "C": arr[: m // 2].copy(), "H": arr[: 1 << log_n]}
+    key = SimpleNamespace(path="fake.zkey", sizes=SimpleNamespace(domain_size=1 << log_n),
+                          g1_section_array=lambda s: sections[s])
+    return key, pts, sections
+
+
+@pytest.fixture(scope="module")
+def backend():
+    return CudaBackend(0)
+
+
+@needs_gpu
+@pytest.mark.parametrize("log_n", [1, 5, 11, 14])
+def test_device_h_matches_cpu(backend, log_n):
+    n = 1 << log_n
+    key, _, _ = _fake_key(4, 1)
+    a, b, c = _rand_mont(n, 1), _rand_mont(n, 2), _rand_mont(n, 3)
+    assert np.array_equal(backend.h_evaluations(key, a, b, c), qap.h_evaluations(a, b, c, log_n))
+
+
+@needs_gpu
+@pytest.mark.parametrize("section", ["A", "B1", "C", "H"])
+def test_device_msm_matches_arkworks(backend, section):
+    key, _, sections = _fake_key(600, 9)
+    nbytes = backend.upload_key(key)
+    assert nbytes == sum(s.nbytes for s in sections.values())
+    assert backend.upload_key(key) == nbytes           # resident: no second upload
+    m = sections[section].shape[0]
+    rng = random.Random(m)
+    sc = [rng.choice([0, 1, R - 1, rng.randrange(R)]) for _ in range(m)]
+    from cuzk.prover.points import g1_from_mont_array
+
+    pts = g1_from_mont_array(BLS12_381, sections[section])
+    want = G1Point.multiexp_unchecked(pts, [Scalar(s) for s in sc])
+    assert backend.msm_g1(key, section, ints_to_array(sc, 8)) == want
+
+
+@needs_gpu
+def test_device_oom_fails_cleanly_and_backend_recovers(backend):
+    import cupy
+
+    key, pts, _ = _fake_key(300, 8, seed=9)
+    backend.upload_key(key)
+    sc = ints_to_array([random.Random(4).randrange(R) for _ in range(300)], 8)
+    pool = cupy.get_default_memory_pool()
+    pool.free_all_blocks()
+    pool.set_limit(size=pool.used_bytes() + (1 << 16))
+    try:
+        with pytest.raises(DeviceOutOfMemory, match="remains usable"):
+            backend.msm_g1(key, "A", sc)
+    finally:
+        pool.set_limit(size=0)
+    want = G1Point.multiexp_unchecked(pts, [Scalar(s) for s in FR.to_ints(sc)])
+    assert backend.msm_g1(key, "A", sc) == want
+    backend.drop_key(key)
+
+
+@needs_gpu
+def test_device_warmup_compiles_every_kernel(backend):
+    assert backend.warmup() >= 0.0
