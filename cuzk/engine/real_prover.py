@@ -54,7 +54,9 @@ class RealProver:
 
             indices = settings.cuda_devices if settings.cuda_devices is not None else range(count)
             for i in indices:
-                self._backends[f"cuda:{i}"] = CudaBackend(i)
+                backend = CudaBackend(i)
+                backend.warmup()  # compile every kernel now, not inside the first job's GPU phase
+                self._backends[f"cuda:{i}"] = backend
             self.name = "cuda"
         else:
             from cuzk.prover.cpu_backend import CpuBackend
