@@ -14,3 +14,9 @@ def find_snarkjs() -> str | None:
     if local.exists():
         return str(local)
     return shutil.which("snarkjs")
+
+
+def snarkjs_timer_script() -> Path | None:
+    """benchmarks/snarkjs_prove.mjs: times groth16.prove inside one warm node process."""
+    script = _REPO / "benchmarks" / "snarkjs_prove.mjs"
+    return script if script.exists() and (_REPO / "node_modules" / "snarkjs").exists() else None

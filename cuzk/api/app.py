@@ -1,0 +1,427 @@
+"""The HTTP API: a thin Starlette layer over the engine.
+
+Every engine call runs in a worker thread, so a slow submit (witness checks), a key preload or
+a long-poll never stalls the event loop. Requests are validated completely before the engine is
+called, and every problem is answered with a 4xx JSON body ``{"error": "..."}`` that says what is
+wrong, so bad input never reaches (or disturbs) the engine.
+
+Status codes: 202 submit accepted (the same job again for a repeated ``request_id``); 400
+malformed JSON, a body that is not an object, missing/unknown/mistyped fields, the wrong number
+of partition inputs, a bad ``?wait``; 404 unknown job id, unknown proof kind (on submit too,
+since the kind names a resource), unknown route; 405 wrong method; 413 body over
+``server.max_body_bytes`` (refused while reading); 422 inputs the witness generator rejects;
+507 a partition larger than the whole memory budget; 500 anything unexpected.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from cuzk import __version__
+from cuzk.api.openapi import openapi_schema
+from cuzk.config import PRIORITIES, Config
+from cuzk.errors import CuzkError, InputError, MemoryRequestTooLarge
+
+log = logging.getLogger("cuzk.api")
+
+TERMINAL_STATES = frozenset({"succeeded", "failed", "cancelled"})
+MAX_WAIT_SECONDS = 300.0
+"""Longest ``?wait=`` long-poll accepted; clients wanting longer simply poll again."""
+_WAIT_SLICE_SECONDS = 1.0
+"""A long-poll waits in slices so a client that went away frees its thread within a second."""
+_LONG_POLL_THREADS = 64
+"""Long-polls get their own thread limiter so they can never starve submits of threads."""
+MAX_REQUEST_ID_CHARS = 256
+SUBMIT_FIELDS = ("proof_kind", "inputs", "request_id", "priority")
+REQUIRED_SUBMIT_FIELDS = ("proof_kind", "inputs")
+
+
+class ApiError(Exception):
+    """A request the API refuses before touching the engine."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def error_response(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _json_type(value: object) -> str:
+    """JSON's name for a value's type, for messages a client can act on."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def _describe(value: object) -> str:
+    text = json.dumps(value) if not isinstance(value, (dict, list)) else _json_type(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+# --------------------------------------------------------------------------- request parsing
+
+
+async def read_json_body(request: Request, limit: int) -> Any:
+    """Read and parse a JSON body, refusing it with 413 as soon as it passes ``limit`` bytes.
+
+    The limit is enforced on the declared Content-Length before reading and again on the bytes
+    actually received (chunked bodies have no length), so an oversize body is never buffered.
+    """
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.strip().isdigit():
+            raise ApiError(400, f"invalid Content-Length header: {declared!r}")
+        if int(declared) > limit:
+            raise ApiError(
+                413,
+                f"request body of {int(declared)} bytes is larger than the limit of {limit}"
+                " bytes (server.max_body_bytes)",
+            )
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ApiError(
+                    413,
+                    f"request body is larger than the limit of {limit} bytes"
+                    " (server.max_body_bytes)",
+                )
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise ApiError(400, "client disconnected while sending the request body") from None
+    body = b"".join(chunks)
+    if not body.strip():
+        raise ApiError(400, "request body is empty; expected a JSON object")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ApiError(400, f"request body is not valid UTF-8 (byte {e.start})") from None
+
+    def no_constants(name: str) -> Any:
+        raise ValueError(f"malformed JSON: {name} is not a JSON value")
+
+    try:
+        return json.loads(text, parse_constant=no_constants)
+    except json.JSONDecodeError as e:
+        raise ApiError(
+            400, f"malformed JSON: {e.msg} at line {e.lineno} column {e.colno}"
+        ) from None
+    except ValueError as e:
+        raise ApiError(400, str(e)) from None
+    except RecursionError:
+        raise ApiError(400, "malformed JSON: nested too deeply") from None
+
+
+def parse_submit(body: Any) -> tuple[str, list[dict[str, Any]], str | None, str | None]:
+    """Check the shape of a ``POST /v1/proofs`` body; returns (kind, inputs, request_id, prio)."""
+    if not isinstance(body, dict):
+        raise ApiError(400, f"request body must be a JSON object, got {_json_type(body)}")
+    unknown = [k for k in body if k not in SUBMIT_FIELDS]
+    if unknown:
+        raise ApiError(
+            400,
+            f"unknown field{'s' if len(unknown) > 1 else ''}: "
+            + ", ".join(repr(k) for k in unknown)
+            + f" (allowed: {', '.join(SUBMIT_FIELDS)})",
+        )
+    missing = [k for k in REQUIRED_SUBMIT_FIELDS if k not in body]
+    if missing:
+        raise ApiError(
+            400,
+            f"missing required field{'s' if len(missing) > 1 else ''}: "
+            + ", ".join(repr(k) for k in missing),
+        )
+    kind = body["proof_kind"]
+    if not isinstance(kind, str) or not kind:
+        raise ApiError(400, f"'proof_kind' must be a non-empty string, got {_describe(kind)}")
+    inputs = body["inputs"]
+    if not isinstance(inputs, list):
+        raise ApiError(
+            400,
+            f"'inputs' must be an array with one object per partition, got {_json_type(inputs)}",
+        )
+    for i, item in enumerate(inputs):
+        if not isinstance(item, dict):
+            raise ApiError(
+                400,
+                f"'inputs[{i}]' must be an object of signal names to values,"
+                f" got {_json_type(item)}",
+            )
+    request_id = body.get("request_id")
+    if request_id is not None:
+        if not isinstance(request_id, str) or not request_id:
+            raise ApiError(
+                400, f"'request_id' must be a non-empty string, got {_describe(request_id)}"
+            )
+        if len(request_id) > MAX_REQUEST_ID_CHARS:
+            raise ApiError(
+                400,
+                f"'request_id' is {len(request_id)} characters; at most"
+                f" {MAX_REQUEST_ID_CHARS} are allowed",
+            )
+        if not request_id.isprintable():
+            raise ApiError(400, "'request_id' must not contain control characters")
+    priority = body.get("priority")
+    if priority is not None and priority not in PRIORITIES:
+        raise ApiError(
+            400,
+            f"'priority' must be one of {', '.join(PRIORITIES)}; got {_describe(priority)}",
+        )
+    return kind, inputs, request_id, priority
+
+
+def parse_wait(request: Request) -> float:
+    """The ``?wait=`` long-poll in seconds (0 when absent)."""
+    values = request.query_params.getlist("wait")
+    if not values:
+        return 0.0
+    if len(values) > 1:
+        raise ApiError(400, "'wait' given more than once")
+    text = values[0]
+    try:
+        wait = float(text)
+    except ValueError:
+        wait = math.nan
+    if not math.isfinite(wait) or not 0 <= wait <= MAX_WAIT_SECONDS:
+        raise ApiError(
+            400,
+            f"'wait' must be a number of seconds from 0 to {MAX_WAIT_SECONDS:g}, got {text!r}",
+        )
+    return wait
+
+
+# --------------------------------------------------------------------------- the app
+
+
+def _entry_name(entry: dict[str, Any]) -> str | None:
+    return entry.get("proof_kind", entry.get("name"))
+
+
+def _registry(engine: Any) -> Any:
+    """The engine's prometheus registry (each engine has its own, so tests can run several)."""
+    for path in (("registry",), ("metrics", "registry"), ("telemetry", "registry")):
+        obj = engine
+        for attr in path:
+            obj = getattr(obj, attr, None)
+        if obj is not None:
+            return obj
+    from prometheus_client import REGISTRY
+
+    return REGISTRY
+
+
+def create_app(engine: Any, config: Config | None = None) -> Starlette:
+    """Build the ASGI app over a started engine; the caller owns the engine's lifetime."""
+    config = config or Config()
+    body_limit = config.server.max_body_bytes
+    long_polls = anyio.CapacityLimiter(_LONG_POLL_THREADS)
+
+    async def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+
+    def endpoint(
+        fn: Callable[[Request], Awaitable[Response]],
+    ) -> Callable[[Request], Awaitable[Response]]:
+        """Map refusals and engine errors to JSON responses: 4xx for input, 5xx otherwise."""
+
+        @functools.wraps(fn)
+        async def wrapped(request: Request) -> Response:
+            try:
+                return await fn(request)
+            except ApiError as e:
+                return error_response(e.status, e.message)
+            except InputError as e:
+                return error_response(getattr(e, "http_status", 400), str(e))
+            except MemoryRequestTooLarge as e:
+                return error_response(507, str(e))
+            except CuzkError as e:
+                log.exception("engine error on %s %s", request.method, request.url.path)
+                return error_response(500, str(e))
+            except Exception as e:
+                log.exception("internal error on %s %s", request.method, request.url.path)
+                return error_response(500, f"internal error: {type(e).__name__}: {e}")
+
+        return wrapped
+
+    def kind_known(kind: str, circuits: list[dict[str, Any]]) -> dict[str, Any]:
+        for entry in circuits:
+            if _entry_name(entry) == kind:
+                return entry
+        names = ", ".join(str(_entry_name(c)) for c in circuits) or "none"
+        raise ApiError(404, f"unknown proof kind {kind!r} (available: {names})")
+
+    @endpoint
+    async def submit(request: Request) -> Response:
+        body = await read_json_body(request, body_limit)
+        kind, inputs, request_id, priority = parse_submit(body)
+        entry = kind_known(kind, await call(engine.circuits))
+        partitions = entry.get("partitions")
+        if isinstance(partitions, int) and len(inputs) != partitions:
+            raise ApiError(
+                400,
+                f"proof kind {kind!r} takes {partitions} partition input"
+                f"{'s' if partitions != 1 else ''} (one object per partition in 'inputs'),"
+                f" got {len(inputs)}",
+            )
+        trace_context = None
+        if "traceparent" in request.headers:
+            from opentelemetry.propagate import extract
+
+            trace_context = extract(request.headers)
+        job = await call(
+            engine.submit,
+            kind,
+            inputs,
+            request_id=request_id,
+            priority=priority,
+            trace_context=trace_context,
+        )
+        data = job.to_dict()
+        return JSONResponse(data, status_code=202, headers={"Location": f"/v1/proofs/{data['id']}"})
+
+    @endpoint
+    async def get_proof(request: Request) -> Response:
+        job_id = request.path_params["job_id"]
+        wait = parse_wait(request)
+        job = await call(engine.get, job_id)
+        deadline = time.monotonic() + wait
+        while job.to_dict()["state"] not in TERMINAL_STATES:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or await request.is_disconnected():
+                break
+            job = await anyio.to_thread.run_sync(
+                engine.wait, job_id, min(_WAIT_SLICE_SECONDS, remaining), limiter=long_polls
+            )
+        return JSONResponse(job.to_dict())
+
+    @endpoint
+    async def cancel_proof(request: Request) -> Response:
+        job = await call(engine.cancel, request.path_params["job_id"])
+        return JSONResponse(job.to_dict())
+
+    @endpoint
+    async def status(request: Request) -> Response:
+        return JSONResponse(await call(engine.status))
+
+    @endpoint
+    async def circuits(request: Request) -> Response:
+        return JSONResponse({"circuits": await call(engine.circuits)})
+
+    async def key_entry(kind: str) -> dict[str, Any]:
+        for entry in await call(engine.circuits):
+            if _entry_name(entry) == kind:
+                return entry
+        return {"proof_kind": kind}
+
+    @endpoint
+    async def preload_key(request: Request) -> Response:
+        kind = request.path_params["proof_kind"]
+        kind_known(kind, await call(engine.circuits))
+        result = await call(engine.preload, kind)
+        return JSONResponse({**await key_entry(kind), **(result or {})})
+
+    @endpoint
+    async def evict_key(request: Request) -> Response:
+        kind = request.path_params["proof_kind"]
+        kind_known(kind, await call(engine.circuits))
+        result = await call(engine.evict, kind)
+        return JSONResponse({**await key_entry(kind), **(result or {})})
+
+    @endpoint
+    async def pause_workers(request: Request) -> Response:
+        await call(engine.pause_workers)
+        return JSONResponse({"workers_paused": True})
+
+    @endpoint
+    async def resume_workers(request: Request) -> Response:
+        await call(engine.resume_workers)
+        return JSONResponse({"workers_paused": False})
+
+    @endpoint
+    async def metrics(request: Request) -> Response:
+        if not config.telemetry.metrics:
+            raise ApiError(404, "metrics are disabled (telemetry.metrics = false)")
+        from prometheus_client.exposition import choose_encoder
+
+        encoder, content_type = choose_encoder(request.headers.get("accept", ""))
+        payload = await call(encoder, _registry(engine))
+        return Response(payload, media_type=content_type)
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok", "version": __version__})
+
+    @endpoint
+    async def readyz(request: Request) -> Response:
+        # Ready = started and not shutting down (the engine refuses submits otherwise).
+        ready = getattr(engine, "running", None)
+        if ready is None:
+            ready = getattr(engine, "_running", True)
+        if callable(ready):
+            ready = ready()
+        if not ready:
+            return JSONResponse({"status": "not ready"}, status_code=503)
+        return JSONResponse({"status": "ready"})
+
+    schema = openapi_schema()
+
+    async def openapi(request: Request) -> Response:
+        return JSONResponse(schema)
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        if exc.status_code == 404:
+            message = f"no such route: {request.method} {request.url.path}"
+        elif exc.status_code == 405:
+            message = f"method {request.method} not allowed on {request.url.path}"
+        else:
+            message = str(exc.detail)
+        return JSONResponse({"error": message}, status_code=exc.status_code, headers=exc.headers)
+
+    routes = [
+        Route("/v1/proofs", submit, methods=["POST"]),
+        Route("/v1/proofs/{job_id}", get_proof, methods=["GET"]),
+        Route("/v1/proofs/{job_id}", cancel_proof, methods=["DELETE"]),
+        Route("/v1/status", status, methods=["GET"]),
+        Route("/v1/circuits", circuits, methods=["GET"]),
+        Route("/v1/keys/{proof_kind}/preload", preload_key, methods=["POST"]),
+        Route("/v1/keys/{proof_kind}", evict_key, methods=["DELETE"]),
+        Route("/v1/workers/pause", pause_workers, methods=["POST"]),
+        Route("/v1/workers/resume", resume_workers, methods=["POST"]),
+        Route("/metrics", metrics, methods=["GET"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+    ]
+    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error})
+    app.state.engine = engine
+    app.state.config = config
+    return app

@@ -1,0 +1,207 @@
+"""``cuzk submit``: send a proof job, show its partitions completing, write the proofs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from cuzk.cli._http import CliError, add_server_argument, make_client, request
+from cuzk.config import PRIORITIES
+
+TERMINAL_STATES = ("succeeded", "failed", "cancelled")
+POLL_WAIT_SECONDS = 0.5
+"""Each poll long-polls this long, so completion is seen at once and progress twice a second."""
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "submit",
+        help="submit a proof job and wait for its proofs",
+        description="Submit a proof job to a running `cuzk serve`, show partitions completing,"
+        " and write proof_<i>.json / public_<i>.json (snarkjs formats) for each partition.",
+    )
+    p.add_argument("proof_kind", metavar="KIND", help="proof kind, e.g. porep-c2")
+    p.add_argument(
+        "--input",
+        metavar="FILE",
+        default=None,
+        help="JSON inputs: an array with one object per partition, or one object used for"
+        " every partition (default: the bundled sample input for KIND, once per partition)",
+    )
+    add_server_argument(p)
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        default=None,
+        help="directory for the proof files (default: ./proofs/<job id>)",
+    )
+    p.add_argument("--request-id", default=None, help="idempotency key; a repeat returns the job")
+    p.add_argument("--priority", choices=PRIORITIES, default=None)
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop waiting after this long (the job keeps running on the server)",
+    )
+    p.add_argument("--no-wait", action="store_true", help="print the job id once accepted and exit")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    console = Console(stderr=True)
+    with make_client(args.server) as client:
+        try:
+            return submit(client, args, console=console, out=sys.stdout)
+        except CliError as e:
+            console.print(f"[bold red]cuzk submit:[/] {e}", highlight=False)
+            return 1
+
+
+def _kind_entry(client: httpx.Client, kind: str) -> dict[str, Any]:
+    circuits = request(client, "GET", "/v1/circuits").get("circuits", [])
+    for entry in circuits:
+        if entry.get("proof_kind", entry.get("name")) == kind:
+            return entry
+    names = ", ".join(str(c.get("proof_kind", c.get("name"))) for c in circuits) or "none"
+    raise CliError(f"the server has no proof kind {kind!r} (available: {names})")
+
+
+def _sample_input(kind: str) -> dict[str, Any]:
+    """The bundled circuit's example input, for trying the server without writing inputs."""
+    from cuzk.circuits.registry import bundled_circuits
+
+    found = bundled_circuits()
+    for c in found.values() if isinstance(found, dict) else found:
+        if c.proof_kind == kind and getattr(c, "sample_input_path", None):
+            return _read_json(Path(c.sample_input_path))
+    raise CliError(
+        f"{kind!r} is not a bundled proof kind, so there is no sample input; pass --input FILE"
+    )
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except OSError as e:
+        raise CliError(f"cannot read {path}: {e.strerror}") from None
+    except json.JSONDecodeError as e:
+        raise CliError(f"{path}: not valid JSON: {e.msg} at line {e.lineno}") from None
+
+
+def build_inputs(kind: str, partitions: int, input_path: str | None) -> list[dict[str, Any]]:
+    data = _read_json(Path(input_path)) if input_path else _sample_input(kind)
+    if isinstance(data, dict):
+        return [data] * partitions
+    if isinstance(data, list) and all(isinstance(x, dict) for x in data):
+        if len(data) != partitions:
+            raise CliError(
+                f"{input_path}: {len(data)} partition inputs, but {kind!r} takes {partitions}"
+            )
+        return data
+    raise CliError(f"{input_path}: expected a JSON object or an array of objects")
+
+
+def _done(job: dict[str, Any]) -> int:
+    parts = job.get("partitions")
+    if isinstance(parts, list):
+        return sum(1 for p in parts if isinstance(p, dict) and p.get("phase") == "done")
+    return 0
+
+
+def write_proofs(job: dict[str, Any], out_dir: Path) -> list[Path]:
+    """proof_<i>.json and public_<i>.json per partition, as snarkjs writes them."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for i, entry in enumerate(job.get("proofs") or []):
+        for name, key in (("proof", "proof"), ("public", "public")):
+            path = out_dir / f"{name}_{i}.json"
+            path.write_text(json.dumps(entry[key], indent=1) + "\n")
+            written.append(path)
+    return written
+
+
+def submit(
+    client: httpx.Client,
+    args: argparse.Namespace,
+    console: Console,
+    out: Any = None,
+) -> int:
+    """The whole command over a given client (tests pass one bound to an in-process app)."""
+    out = out or sys.stdout
+    entry = _kind_entry(client, args.proof_kind)
+    partitions = int(entry.get("partitions") or 1)
+    inputs = build_inputs(args.proof_kind, partitions, args.input)
+    body: dict[str, Any] = {"proof_kind": args.proof_kind, "inputs": inputs}
+    if args.request_id:
+        body["request_id"] = args.request_id
+    if args.priority:
+        body["priority"] = args.priority
+    job = request(client, "POST", "/v1/proofs", json=body)
+    job_id = job["id"]
+    print(f"job {job_id} accepted ({args.proof_kind}, {partitions} partitions)", file=out)
+    if args.no_wait:
+        return 0
+
+    started = time.monotonic()
+    try:
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("partitions"),
+            TextColumn("{task.fields[state]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        ) as progress:
+            task = progress.add_task(args.proof_kind, total=partitions, state=job["state"])
+            while job["state"] not in TERMINAL_STATES:
+                if args.timeout is not None and time.monotonic() - started > args.timeout:
+                    progress.stop()
+                    raise CliError(
+                        f"gave up after {args.timeout:g} s; job {job_id} continues on the"
+                        f" server (state {job['state']})"
+                    )
+                job = request(
+                    client,
+                    "GET",
+                    f"/v1/proofs/{job_id}",
+                    params={"wait": POLL_WAIT_SECONDS},
+                    timeout=POLL_WAIT_SECONDS + 30,
+                )
+                progress.update(task, completed=_done(job), state=job["state"])
+    except KeyboardInterrupt:
+        console.print(
+            f"stopped waiting; job {job_id} continues on the server"
+            f" (cancel it with DELETE /v1/proofs/{job_id})"
+        )
+        return 130
+
+    elapsed = time.monotonic() - started
+    if job["state"] != "succeeded":
+        why = f": {job['error']}" if job.get("error") else ""
+        console.print(f"[bold red]job {job_id} {job['state']}[/]{why}", highlight=False)
+        return 1
+    out_dir = Path(args.out) if args.out else Path("proofs") / job_id
+    write_proofs(job, out_dir)
+    count = len(job.get("proofs") or [])
+    print(
+        f"job {job_id} succeeded in {elapsed:.1f} s: {count} proofs written to {out_dir}",
+        file=out,
+    )
+    return 0

@@ -1,0 +1,92 @@
+"""A real engine (scripted prover) behind the real app, in-process or on a real port."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+
+import pytest
+import uvicorn
+from opentelemetry.sdk.trace import TracerProvider
+from starlette.exceptions import StarletteDeprecationWarning
+
+with warnings.catch_warnings():  # it nags that httpx should be httpx2; irrelevant here
+    warnings.simplefilter("ignore", StarletteDeprecationWarning)
+    from starlette.testclient import TestClient
+
+from cuzk.api.app import create_app
+from cuzk.config import Config
+from cuzk.engine.engine import Engine
+from cuzk.engine.settings import EngineSettings, ProofKindSettings
+from cuzk.engine.testing import ScriptedProver
+
+
+@pytest.fixture
+def prover() -> ScriptedProver:
+    return ScriptedProver()
+
+
+@pytest.fixture
+def engine(prover: ScriptedProver) -> Iterator[Engine]:
+    settings = EngineSettings(
+        backend="cpu",
+        gpu_workers_per_device=2,
+        synthesis_threads=1,
+        finalizer_threads=1,
+        memory_budget_bytes=1 << 20,
+        proof_kinds={
+            "porep-c2": ProofKindSettings(name="porep-c2", partitions=3),
+            "winning-post": ProofKindSettings(
+                name="winning-post", partitions=1, priority="critical"
+            ),
+        },
+    )
+    e = Engine(settings, prover=prover, tracer_provider=TracerProvider())
+    e.start()
+    yield e
+    e.shutdown(timeout=5)
+
+
+@pytest.fixture
+def client(engine: Engine) -> Iterator[TestClient]:
+    with TestClient(create_app(engine, Config())) as c:
+        yield c
+
+
+@pytest.fixture
+def server_url(engine: Engine) -> Iterator[str]:
+    """The app under uvicorn on 127.0.0.1 and a free port, for tests of the whole CLI path."""
+    port = _free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(engine, Config()),
+            host="127.0.0.1",
+            port=port,
+            lifespan="off",
+            log_level="warning",
+        )
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.01)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(5)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A port nothing listens on (it was free a moment ago)."""
+    return _free_port()
