@@ -87,3 +87,6 @@ class ProverBackend(Protocol):
     def release_abc(self, synthesis: Any) -> None:
         """Drop the a/b/c arrays once the GPU phase no longer needs them."""
         ...
+
+    # Optional: ``check_inputs(proof_kind, inputs)`` raising cuzk.errors.WitnessError, called by
+    # submit before anything changes so bad inputs are refused rather than failing a job later.

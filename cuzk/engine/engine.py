@@ -174,6 +174,9 @@ class Engine:
                 raise InputError(f"inputs[{i}] must be an object, not {type(item).__name__}")
         if request_id is not None and (not isinstance(request_id, str) or not request_id):
             raise InputError("request_id must be a non-empty string")
+        check = getattr(self.prover, "check_inputs", None)
+        if check is not None:  # bad signals are the caller's error (422), not a failed job later
+            check(proof_kind, inputs)
         parent = extract_context(trace_context)
 
         with self._lock:

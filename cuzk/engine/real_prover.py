@@ -11,8 +11,10 @@ memory_info; keystore.ensure_zkey for kinds that name no zkey.
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Mapping
+import threading
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +67,8 @@ class RealProver:
             self.name = "cpu"
         self.devices = list(self._backends)
         self._zkeys: dict[str, Path] = {}
+        self._circuits: dict[str, Any] = {}
+        self._circuits_lock = threading.Lock()
 
     def device_memory_bytes(self, device: str) -> int | None:
         backend = self._backends.get(device)
@@ -103,6 +107,32 @@ class RealProver:
         self._zkeys[proof_kind] = path
         return path
 
+    def circuit(self, proof_kind: str) -> Any:
+        """The circuit (r1cs + witness generator) of a proof kind, loaded once and kept."""
+        with self._circuits_lock:
+            if proof_kind not in self._circuits:
+                from cuzk.prover import Circuit
+
+                r1cs, wasm = self._circuit_paths(proof_kind)
+                self._circuits[proof_kind] = Circuit.load(r1cs, wasm, name=proof_kind)
+            return self._circuits[proof_kind]
+
+    def check_inputs(self, proof_kind: str, inputs: Sequence[Mapping[str, Any]]) -> None:
+        """Run the witness generator on each distinct input: a WitnessError names the partition."""
+        from cuzk.errors import WitnessError
+
+        circuit = self.circuit(proof_kind)
+        seen: set[str] = set()
+        for i, item in enumerate(inputs):
+            digest = json.dumps(item, sort_keys=True, default=str)
+            if digest in seen:
+                continue
+            seen.add(digest)
+            try:
+                circuit.calculate_witness(dict(item))
+            except WitnessError as e:
+                raise WitnessError(f"inputs[{i}]: {e}") from None
+
     def key_bytes_hint(self, proof_kind: str) -> int:
         """The zkey's size: close to the resident key (the engine trues up after loading)."""
         try:
@@ -111,11 +141,10 @@ class RealProver:
             return 0
 
     def load_key(self, proof_kind: str) -> KeyHandle:
-        from cuzk.prover import Circuit, ProvingKey, estimate_memory
+        from cuzk.prover import ProvingKey, estimate_memory
 
-        r1cs, wasm = self._circuit_paths(proof_kind)
         key = ProvingKey.load(self.zkey_path(proof_kind))
-        circuit = Circuit.load(r1cs, wasm, name=proof_kind)
+        circuit = self.circuit(proof_kind)
         circuit.check_key(key)
         device_bytes = working = 0
         for backend in self._backends.values():

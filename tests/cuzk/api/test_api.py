@@ -382,20 +382,6 @@ def test_engine_input_errors_map_to_their_status(
     assert r.json() == {"error": "unknown input signal 'leef': the circuit has no such input"}
 
 
-@pytest.mark.xfail(
-    reason="Engine.submit does not check inputs against the witness generator yet, so bad"
-    " signals fail the job after a 202 instead of a 422 at submit (needs a prover input check)",
-    strict=False,
-)
-def test_inputs_failing_witness_generation_are_422_at_submit(
-    client: TestClient, prover: ScriptedProver
-) -> None:
-    prover.fail("synthesize", "bad0", WitnessError("missing input signal 'root'"))
-    r = client.post("/v1/proofs", json=porep("bad"))
-    assert r.status_code == 422, r.text
-    assert "missing input signal 'root'" in r.json()["error"]
-
-
 def test_unexpected_engine_error_is_a_500_with_a_message(
     client: TestClient, engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
