@@ -1,4 +1,4 @@
-"""Curve parameters, kept in one object so a second curve (BN254) can be added without hunting constants."""
+"""Curve parameters in one object, so a second curve (BN254) needs no hunt for constants."""
 
 from __future__ import annotations
 
@@ -28,12 +28,12 @@ class Curve:
     other root would make H disagree with the zkey's H section.
     """
 
-    name: str                 # as snarkjs writes it in proof.json ("bls12381")
-    r: int                    # scalar field modulus
-    q: int                    # base field modulus
-    n8r: int                  # bytes of an Fr element
-    n8q: int                  # bytes of an Fq element
-    g1: tuple[int, int]       # G1 generator (affine, normal form)
+    name: str  # as snarkjs writes it in proof.json ("bls12381")
+    r: int  # scalar field modulus
+    q: int  # base field modulus
+    n8r: int  # bytes of an Fr element
+    n8q: int  # bytes of an Fq element
+    g1: tuple[int, int]  # G1 generator (affine, normal form)
     g2: tuple[tuple[int, int], tuple[int, int]]  # G2 generator ((x0, x1), (y0, y1))
     two_adicity: int = field(init=False)
     nqr: int = field(init=False)
@@ -60,7 +60,9 @@ class Curve:
 
     def root_of_unity(self, log_n: int) -> int:
         if not 0 <= log_n <= self.two_adicity:
-            raise ValueError(f"{self.name}: no 2^{log_n}-th root of unity (two-adicity {self.two_adicity})")
+            raise ValueError(
+                f"{self.name}: no 2^{log_n}-th root of unity (two-adicity {self.two_adicity})"
+            )
         return self.roots_of_unity[log_n]
 
 

@@ -25,7 +25,7 @@ class FormatError(InputError):
 
 
 class WitnessError(InputError):
-    """Inputs that witness generation rejects (missing, extra or malformed signals, failed asserts)."""
+    """Inputs the witness generator rejects (missing, extra, malformed signals; failed asserts)."""
 
     http_status = 422
 

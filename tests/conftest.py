@@ -17,7 +17,7 @@ KEYS_DIR = Path(os.environ.get("CUZK_TEST_KEYS_DIR", ROOT / ".cache" / "keys"))
 
 
 def require_tool(name: str, path: str | None) -> str:
-    """A tool the test needs: skip on a laptop without it, fail in CI (CI=true) where it must exist."""
+    """A tool the test needs: skip on a laptop without it, fail in CI (CI=true)."""
     if path:
         return path
     if os.environ.get("CI") == "true":
@@ -33,9 +33,13 @@ def snarkjs():
     exe_path = require_tool("snarkjs (npm ci)", found)
 
     def run(*args: str | Path) -> str:
-        proc = subprocess.run([exe_path, *map(str, args)], capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [exe_path, *map(str, args)], capture_output=True, text=True, timeout=300
+        )
         if proc.returncode != 0:
-            raise AssertionError(f"snarkjs {' '.join(map(str, args))} failed:\n{proc.stdout}\n{proc.stderr}")
+            raise AssertionError(
+                f"snarkjs {' '.join(map(str, args))} failed:\n{proc.stdout}\n{proc.stderr}"
+            )
         return proc.stdout
 
     return run
@@ -74,5 +78,5 @@ class _BundledCache:
 
 @pytest.fixture(scope="session")
 def bundled() -> _BundledCache:
-    """``bundled("porep-c2")`` -> circuit, cached dev proving key and sample input (keys made once)."""
+    """``bundled("porep-c2")`` -> circuit, cached dev proving key and sample input."""
     return _BundledCache()

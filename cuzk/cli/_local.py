@@ -11,14 +11,24 @@ from cuzk.prover.keystore import DEFAULT_KEYS_DIR, ensure_zkey
 
 
 def add_circuit_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("kind", nargs="?", help="bundled proof kind (winning-post, window-post, snap-update, porep-c2)")
+    p.add_argument(
+        "kind",
+        nargs="?",
+        help="bundled proof kind (winning-post, window-post, snap-update, porep-c2)",
+    )
     p.add_argument("--r1cs", type=Path, help="circuit .r1cs (instead of a bundled kind)")
     p.add_argument("--wasm", type=Path, help="circuit witness generator .wasm")
-    p.add_argument("--zkey", type=Path, help="proving key (default: generated and cached on first use)")
-    p.add_argument("--keys-dir", type=Path, default=DEFAULT_KEYS_DIR, help="key cache (default: %(default)s)")
+    p.add_argument(
+        "--zkey", type=Path, help="proving key (default: generated and cached on first use)"
+    )
+    p.add_argument(
+        "--keys-dir", type=Path, default=DEFAULT_KEYS_DIR, help="key cache (default: %(default)s)"
+    )
 
 
-def resolve(args: argparse.Namespace, progress=None) -> tuple[str, Path, Path | None, Path, Path | None]:
+def resolve(
+    args: argparse.Namespace, progress=None
+) -> tuple[str, Path, Path | None, Path, Path | None]:
     """-> (name, r1cs, wasm, zkey, sample input). Raises UnknownProofKind for an unknown kind."""
     if args.r1cs:
         name = args.kind or args.r1cs.stem

@@ -30,7 +30,9 @@ from cuzk.tools import find_snarkjs, snarkjs_timer_script
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("bench", help="benchmarks that print figures")
     sub = p.add_subparsers(dest="bench", metavar="WHAT", required=True)
-    pp = sub.add_parser("prover", help="cuzk's CPU prover against snarkjs groth16 prove, same zkey and witness")
+    pp = sub.add_parser(
+        "prover", help="cuzk's CPU prover against snarkjs groth16 prove, same zkey and witness"
+    )
     pp.add_argument("kinds", nargs="*", help="bundled proof kinds (default: all)")
     pp.add_argument("--repeat", type=int, default=3, help="runs per prover (median reported)")
     pp.add_argument("--no-snarkjs", action="store_true", help="skip the snarkjs column")
@@ -42,10 +44,16 @@ def register(subparsers: Any) -> None:
         help="a backlog of mixed jobs through the engine: throughput, latency, busy fraction, "
         "split proving and telemetry on/off side by side",
     )
-    pe.add_argument("--prover", choices=["auto", "real", "scripted"], default="auto",
-                    help="real: the CPU/GPU prover; scripted: a sleeping double (engine overhead only)")
+    pe.add_argument(
+        "--prover",
+        choices=["auto", "real", "scripted"],
+        default="auto",
+        help="real: the CPU/GPU prover; scripted: a sleeping double (engine overhead only)",
+    )
     pe.add_argument("--jobs", type=int, default=40)
-    pe.add_argument("--repeats", type=int, default=3, help="telemetry on/off pairs (median reported)")
+    pe.add_argument(
+        "--repeats", type=int, default=3, help="telemetry on/off pairs (median reported)"
+    )
     pe.add_argument("--seed", type=int, default=0)
     pe.add_argument("--scale", type=float, default=1.0, help="scripted step-time multiplier")
     pe.add_argument("--json", type=Path, help="also write the figures as JSON here")
@@ -67,8 +75,15 @@ def _snarkjs_cli_prove(snarkjs: str, zkey: Path, wtns: Path, workdir: Path) -> f
     """One ``snarkjs groth16 prove`` run (node start-up included); leaves its proof in workdir."""
     t0 = time.perf_counter()
     subprocess.run(
-        [snarkjs, "groth16", "prove", str(zkey), str(wtns), str(workdir / "sj_proof.json"),
-         str(workdir / "sj_public.json")],
+        [
+            snarkjs,
+            "groth16",
+            "prove",
+            str(zkey),
+            str(wtns),
+            str(workdir / "sj_proof.json"),
+            str(workdir / "sj_public.json"),
+        ],
         check=True,
         capture_output=True,
     )
@@ -81,7 +96,10 @@ def _snarkjs_warm_prove(zkey: Path, wtns: Path, repeat: int) -> list[float]:
     if script is None:
         return []
     out = subprocess.run(
-        ["node", str(script), str(zkey), str(wtns), str(repeat)], check=True, capture_output=True, text=True
+        ["node", str(script), str(zkey), str(wtns), str(repeat)],
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return list(json.loads(out.stdout.strip().splitlines()[-1])["seconds"])
 
@@ -92,7 +110,10 @@ def run_prover(args: argparse.Namespace) -> int:
     kinds = args.kinds or sorted(circuits, key=_size_order)
     snarkjs = None if args.no_snarkjs else find_snarkjs()
     if not args.no_snarkjs and snarkjs is None:
-        print("cuzk bench prover: snarkjs not found (npm ci in the repository, or --no-snarkjs)", file=sys.stderr)
+        print(
+            "cuzk bench prover: snarkjs not found (npm ci in the repository, or --no-snarkjs)",
+            file=sys.stderr,
+        )
         return 2
     rows = []
     backend = CpuBackend()
@@ -174,6 +195,7 @@ def _print_table(console: Console, rows: list[dict[str, Any]], with_snarkjs: boo
     console.print(t)
     if with_snarkjs:
         console.print(
-            "speedup = snarkjs in-process (warm node, groth16.prove alone; CLI time if unavailable) / cuzk total.\n"
+            "speedup = snarkjs in-process (warm node, groth16.prove alone; CLI time if\n"
+            "unavailable) / cuzk total.\n"
             "snarkjs CLI includes node start-up. snarkjs's proofs were checked with cuzk verify."
         )

@@ -19,14 +19,18 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "keygen",
         help="generate a development proving key (zkey) and verification key",
-        description="Circuit-specific Groth16 setup with random, discarded toxic waste. For development"
-        " and tests only: production keys come from a multi-party ceremony.",
+        description="Circuit-specific Groth16 setup with random, discarded toxic waste."
+        " For development and tests only: production keys come from a multi-party ceremony.",
     )
     p.add_argument("kind", nargs="*", help="bundled proof kinds (default: all)")
-    p.add_argument("--r1cs", type=Path, help="make a key for this circuit instead of a bundled kind")
+    p.add_argument(
+        "--r1cs", type=Path, help="make a key for this circuit instead of a bundled kind"
+    )
     p.add_argument("--out", type=Path, help="zkey path for --r1cs")
     p.add_argument("--vk", type=Path, help="also write the verification key JSON here (--r1cs)")
-    p.add_argument("--keys-dir", type=Path, default=DEFAULT_KEYS_DIR, help="key cache (default: %(default)s)")
+    p.add_argument(
+        "--keys-dir", type=Path, default=DEFAULT_KEYS_DIR, help="key cache (default: %(default)s)"
+    )
     p.set_defaults(func=run)
 
 
@@ -51,8 +55,11 @@ def run(args: argparse.Namespace) -> int:
         kinds = args.kind or sorted(circuits)
         unknown = [k for k in kinds if k not in circuits]
         if unknown:
-            print(f"cuzk keygen: unknown proof kind(s) {', '.join(unknown)}; bundled: {', '.join(sorted(circuits))}",
-                  file=sys.stderr)
+            print(
+                f"cuzk keygen: unknown proof kind(s) {', '.join(unknown)}; "
+                f"bundled: {', '.join(sorted(circuits))}",
+                file=sys.stderr,
+            )
             return 2
         for kind in kinds:
             with stage_progress(f"keygen {kind}") as tick:

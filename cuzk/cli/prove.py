@@ -18,10 +18,14 @@ from cuzk.prover.session import prove_timed
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("prove", help="prove one partition locally and write proof.json / public.json")
+    p = subparsers.add_parser(
+        "prove", help="prove one partition locally and write proof.json / public.json"
+    )
     add_circuit_args(p)
     p.add_argument("--input", type=Path, help="input JSON (default: the bundled sample input)")
-    p.add_argument("--out", type=Path, default=Path("."), help="directory for proof.json and public.json")
+    p.add_argument(
+        "--out", type=Path, default=Path("."), help="directory for proof.json and public.json"
+    )
     p.set_defaults(func=run)
 
 

@@ -34,8 +34,10 @@ def _load_json(path: Path) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        vk = ProvingKey.load(args.zkey).verification_key if args.zkey else VerificationKey.from_json(
-            _load_json(args.vk)
+        vk = (
+            ProvingKey.load(args.zkey).verification_key
+            if args.zkey
+            else VerificationKey.from_json(_load_json(args.vk))
         )
         ok = verify(vk, _load_json(args.proof), _load_json(args.public))
     except (ValueError, CuzkError) as e:

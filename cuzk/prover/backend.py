@@ -20,12 +20,14 @@ class ComputeBackend(Protocol):
     device: str
 
     def upload_key(self, key: ProvingKey) -> int:
-        """Make the key's G1 point sections resident; returns the device bytes used (0 on the CPU)."""
+        """Make the key's G1 sections resident; returns the device bytes used (0 on the CPU)."""
         ...
 
     def drop_key(self, key: ProvingKey) -> None: ...
 
-    def h_evaluations(self, key: ProvingKey, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    def h_evaluations(
+        self, key: ProvingKey, a: np.ndarray, b: np.ndarray, c: np.ndarray
+    ) -> np.ndarray:
         """(a*b - c) on the odd coset, normal form, from Montgomery evaluations on the domain."""
         ...
 

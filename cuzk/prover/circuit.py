@@ -19,10 +19,14 @@ class Circuit:
     def __init__(self, name: str, r1cs: R1CS, calculator: WitnessCalculator) -> None:
         if calculator.n_vars != r1cs.n_wires:
             raise FormatError(
-                calculator.path, f"computes {calculator.n_vars} signals but {r1cs.path} has {r1cs.n_wires}"
+                calculator.path,
+                f"computes {calculator.n_vars} signals but {r1cs.path} has {r1cs.n_wires}",
             )
         if calculator.curve is not r1cs.curve:
-            raise FormatError(calculator.path, f"is for {calculator.curve.name}, {r1cs.path} for {r1cs.curve.name}")
+            raise FormatError(
+                calculator.path,
+                f"is for {calculator.curve.name}, {r1cs.path} for {r1cs.curve.name}",
+            )
         self.name = name
         self.r1cs = r1cs
         self.calculator = calculator
@@ -55,7 +59,9 @@ class Circuit:
         if s.domain_size != r.domain_size:
             problems.append(f"domain {s.domain_size}, circuit needs {r.domain_size}")
         if problems:
-            raise FormatError(key.path, f"is not a key for circuit {self.name}: " + "; ".join(problems))
+            raise FormatError(
+                key.path, f"is not a key for circuit {self.name}: " + "; ".join(problems)
+            )
 
     def check_satisfied(self, witness: np.ndarray, c_evals: np.ndarray) -> None:
         """Every constraint a*b = c holds; else name the first one that does not.

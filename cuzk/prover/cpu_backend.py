@@ -24,7 +24,9 @@ class CpuBackend:
     def drop_key(self, key: ProvingKey) -> None:
         return None
 
-    def h_evaluations(self, key: ProvingKey, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    def h_evaluations(
+        self, key: ProvingKey, a: np.ndarray, b: np.ndarray, c: np.ndarray
+    ) -> np.ndarray:
         return qap.h_evaluations(a, b, c, key.sizes.log_domain)
 
     def msm_g1(self, key: ProvingKey, section: str, scalars: np.ndarray) -> G1Point:

@@ -84,10 +84,12 @@ def cuda_available() -> bool:
 def _is_oom(exc: BaseException) -> bool:
     name = type(exc).__name__
     text = str(exc)
-    return (name == "OutOfMemoryError"
-            or "CUDA_ERROR_OUT_OF_MEMORY" in text
-            or "cudaErrorMemoryAllocation" in text
-            or "out of memory" in text.lower())
+    return (
+        name == "OutOfMemoryError"
+        or "CUDA_ERROR_OUT_OF_MEMORY" in text
+        or "cudaErrorMemoryAllocation" in text
+        or "out of memory" in text.lower()
+    )
 
 
 def _make_executor(cupy: Any, stream: Any) -> Any:
@@ -100,7 +102,7 @@ def _make_executor(cupy: Any, stream: Any) -> Any:
 
 class _ResidentKey:
     def __init__(self, key: Any, sections: dict[str, Any]) -> None:
-        self.key = key            # held so id(key) cannot be reused while its points are resident
+        self.key = key  # held so id(key) cannot be reused while its points are resident
         self.sections = sections
         self.nbytes = sum(int(s.nbytes) for s in sections.values())
 
@@ -160,8 +162,9 @@ class CudaBackend:
                     raise
                 self._recover()
                 free, total = self.memory_info()
-                raise DeviceOutOfMemory(self.device, what, f"{type(exc).__name__}: {exc}",
-                                        free, total) from exc
+                raise DeviceOutOfMemory(
+                    self.device, what, f"{type(exc).__name__}: {exc}", free, total
+                ) from exc
 
     def _recover(self) -> None:
         """After a failure: finish queued work and hand cached blocks back to the driver."""
@@ -219,7 +222,7 @@ class CudaBackend:
         n = 4
         a = FR.to_mont(FR.from_ints(range(1, n + 1)))
         self.h_evaluations(None, a, a, a)  # type: ignore[arg-type]
-        m = 130   # > 2 accumulation chunks in one bucket, so the reduction kernel compiles too
+        m = 130  # > 2 accumulation chunks in one bucket, so the reduction kernel compiles too
         rows = np.tile(g1_to_affine_mont([G1Point()]).reshape(1, 24), (m, 1))
         with self._guard("warm-up"):
             pts = self._cp.asarray(rows)
@@ -284,13 +287,13 @@ class CudaBackend:
             bufs = self._staging(n * _FR_BYTES)
             ntt = self._ntt
             done: list[Any] = []
-            uploaded: list[Any] = []          # kept alive until the compute stream is done
+            uploaded: list[Any] = []  # kept alive until the compute stream is done
             pending = self._upload_rows(a, bufs[0])
             for i, nxt in enumerate((b, c, None)):
                 dev, ev = pending
                 if nxt is not None:
                     if i >= 1:
-                        self._copy.synchronize()      # buffer i-1's copy must be done before reuse
+                        self._copy.synchronize()  # buffer i-1's copy must be done before reuse
                     pending = self._upload_rows(nxt, bufs[(i + 1) % 2])
                 uploaded.append(dev)
                 self._compute.wait_event(ev)

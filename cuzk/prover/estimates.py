@@ -35,14 +35,16 @@ class MemoryEstimate:
 
     witness_bytes: int
     abc_bytes: int
-    synthesis_bytes: int   # peak of step 1 (witness + a/b/c + temporaries)
-    gpu_bytes: int         # host-side transient peak of step 2 on top of witness + a/b/c
-    finalize_bytes: int    # transient peak of step 3 on top of the witness
+    synthesis_bytes: int  # peak of step 1 (witness + a/b/c + temporaries)
+    gpu_bytes: int  # host-side transient peak of step 2 on top of witness + a/b/c
+    finalize_bytes: int  # transient peak of step 3 on top of the witness
 
     @property
     def reservation_bytes(self) -> int:
         held = self.witness_bytes + self.abc_bytes
-        return max(self.synthesis_bytes, held + self.gpu_bytes, self.witness_bytes + self.finalize_bytes)
+        return max(
+            self.synthesis_bytes, held + self.gpu_bytes, self.witness_bytes + self.finalize_bytes
+        )
 
     def to_dict(self) -> dict[str, int]:
         return {

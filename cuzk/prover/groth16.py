@@ -72,20 +72,31 @@ def _public_signals(witness: np.ndarray, n_public: int) -> list[str]:
     return [str(int.from_bytes(row.tobytes(), "little")) for row in rows]
 
 
-def synthesize_from_witness(key: ProvingKey, witness: np.ndarray, source: str = "witness") -> Synthesis:
+def synthesize_from_witness(
+    key: ProvingKey, witness: np.ndarray, source: str = "witness"
+) -> Synthesis:
     """Step 1 from a ready witness (a .wtns, or the output of a witness generator)."""
     n_vars = key.sizes.n_vars
     if witness.ndim != 2 or witness.shape != (n_vars, key.curve.fr_limbs):
-        raise FormatError(source, f"has {witness.shape[0]} signals, the proving key expects {n_vars}")
+        raise FormatError(
+            source, f"has {witness.shape[0]} signals, the proving key expects {n_vars}"
+        )
     if int.from_bytes(witness[0].tobytes(), "little") != 1:
         raise WitnessError(f"{source}: signal 0 must be 1")
     try:
         a, b, c = qap.build_abc(
-            key.coef_matrix, key.coef_constraint, key.coef_signal, key.coef_value, witness, key.sizes.domain_size
+            key.coef_matrix,
+            key.coef_constraint,
+            key.coef_signal,
+            key.coef_value,
+            witness,
+            key.sizes.domain_size,
         )
     except ValueError as e:  # out-of-range index or unreduced value: a corrupt key or witness
         raise FormatError(f"{key.path} / {source}", str(e)) from None
-    return Synthesis(witness=witness, a=a, b=b, c=c, public_signals=_public_signals(witness, key.sizes.n_public))
+    return Synthesis(
+        witness=witness, a=a, b=b, c=c, public_signals=_public_signals(witness, key.sizes.n_public)
+    )
 
 
 def synthesize(key: ProvingKey, circuit: Circuit, inputs: dict, check: bool = True) -> Synthesis:
@@ -111,9 +122,13 @@ def gpu_phase(key: ProvingKey, synth: Synthesis, backend: ComputeBackend) -> Gpu
 
 
 def finalize(
-    key: ProvingKey, synth: Synthesis, out: GpuOutput, verify_proof: bool = True, rng: int | None = None
+    key: ProvingKey,
+    synth: Synthesis,
+    out: GpuOutput,
+    verify_proof: bool = True,
+    rng: int | None = None,
 ) -> Proof:
-    """Step 3: B in G2, blinding (r, s), assembly; refuses to return a proof that fails to verify."""
+    """Step 3: B in G2, blinding (r, s), assembly; never returns a proof that fails to verify."""
     curve = key.curve
     b2 = msm(key.b2_points, synth.witness, G2Point.identity())
     draw = (lambda: secrets.randbelow(curve.r)) if rng is None else (lambda: rng)

@@ -56,7 +56,9 @@ def lagrange_at(curve: Curve, tau: int, log_n: int) -> list[int]:
     return [z_over_n * wj % r * iv % r for wj, iv in zip(powers, inv, strict=True)]
 
 
-def setup(r1cs: R1CS, progress: Progress | None = None, rng: Callable[[int], int] | None = None) -> ZKey:
+def setup(
+    r1cs: R1CS, progress: Progress | None = None, rng: Callable[[int], int] | None = None
+) -> ZKey:
     """A fresh Groth16 key for ``r1cs`` with random toxic waste, as a zkey ready to write."""
     curve = r1cs.curve
     cons = r1cs.constraints

@@ -19,6 +19,7 @@ from cuzk.formats import zkey as zkey_format
 from cuzk.prover.points import g1_from_mont_array, g2_from_mont_array
 from cuzk.prover.verify import VerificationKey
 
+
 def _points_bytes(points: list) -> int:
     """A list's own array plus one (shared-type, fixed-size) object per distinct point."""
     if not points:
@@ -53,7 +54,10 @@ class ProvingKey:
         self.curve = curve
         self.zkey = zk
         self.sizes = CircuitSizes(
-            n_vars=zk.n_vars, n_public=zk.n_public, domain_size=zk.domain_size, n_coefficients=len(zk.coeffs)
+            n_vars=zk.n_vars,
+            n_public=zk.n_public,
+            domain_size=zk.domain_size,
+            n_coefficients=len(zk.coeffs),
         )
         self.coef_matrix = np.ascontiguousarray(zk.coeffs["matrix"], dtype=np.uint32)
         self.coef_constraint = np.ascontiguousarray(zk.coeffs["constraint"], dtype=np.uint32)

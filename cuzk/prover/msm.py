@@ -11,6 +11,7 @@ import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import reduce
+from itertools import pairwise
 from typing import TypeVar
 
 import numpy as np
@@ -55,6 +56,6 @@ def msm(points: Sequence[P], scalars: np.ndarray, identity: P) -> P:
     bounds = [n * i // parts for i in range(parts + 1)]
     futures = [
         _executor().submit(kind.multiexp_unchecked, pts[lo:hi], scs[lo:hi])
-        for lo, hi in zip(bounds, bounds[1:], strict=False)
+        for lo, hi in pairwise(bounds)
     ]
     return reduce(lambda acc, f: acc + f.result(), futures, identity)

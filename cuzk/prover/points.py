@@ -30,7 +30,7 @@ def _fq_mont(curve: Curve, normal: np.ndarray) -> np.ndarray:
 
 
 def g1_from_mont_array(curve: Curve, arr: np.ndarray) -> list[G1Point]:
-    """zkey G1 section (n, 2, 12) -> points. On-curve checks are skipped: the zkey is trusted once loaded."""
+    """zkey G1 section (n, 2, 12) -> points, unchecked: the zkey is trusted once loaded."""
     raw = _fq_normal_bytes(curve, arr).tobytes()
     size = 2 * curve.n8q
     out: list[G1Point] = []
@@ -114,7 +114,11 @@ def g1_from_json(curve: Curve, obj: object, what: str) -> G1Point:
 
 
 def g2_from_json(curve: Curve, obj: object, what: str) -> G2Point:
-    if not (isinstance(obj, list) and len(obj) == 3 and all(isinstance(c, list) and len(c) == 2 for c in obj)):
+    if not (
+        isinstance(obj, list)
+        and len(obj) == 3
+        and all(isinstance(c, list) and len(c) == 2 for c in obj)
+    ):
         raise ValueError(f"{what}: expected [[x0, x1], [y0, y1], [z0, z1]], got {obj!r}")
     (x0, x1), (y0, y1), (z0, z1) = ((_coord(v, curve.q, what) for v in c) for c in obj)
     if (z0, z1) == (0, 0):
@@ -129,7 +133,7 @@ def g2_from_json(curve: Curve, obj: object, what: str) -> G2Point:
 
 
 def scalars_from_array(arr: np.ndarray) -> list[Scalar]:
-    """(n, 8) uint32 normal-form Fr -> arkworks scalars (one bytes slice each, no big-int detour)."""
+    """(n, 8) uint32 normal-form Fr -> arkworks scalars (bytes slices, no big-int detour)."""
     raw = np.ascontiguousarray(arr, dtype="<u4").tobytes()
     return [Scalar.from_le_bytes(raw[i : i + 32]) for i in range(0, len(raw), 32)]
 

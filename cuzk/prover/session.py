@@ -25,7 +25,11 @@ class StepTimes:
 
 
 def prove_timed(
-    key: ProvingKey, circuit: Circuit, inputs: dict[str, Any], backend: ComputeBackend, verify_proof: bool = True
+    key: ProvingKey,
+    circuit: Circuit,
+    inputs: dict[str, Any],
+    backend: ComputeBackend,
+    verify_proof: bool = True,
 ) -> tuple[Proof, StepTimes]:
     times = StepTimes()
     t0 = time.perf_counter()

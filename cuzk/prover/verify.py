@@ -33,7 +33,9 @@ class VerificationKey:
         curve = CURVES.get(str(obj.get("curve")))
         if curve is None:
             raise ValueError(f"verification key: unsupported curve {obj.get('curve')!r}")
-        missing = [k for k in ("vk_alpha_1", "vk_beta_2", "vk_gamma_2", "vk_delta_2", "IC") if k not in obj]
+        missing = [
+            k for k in ("vk_alpha_1", "vk_beta_2", "vk_gamma_2", "vk_delta_2", "IC") if k not in obj
+        ]
         if missing:
             raise ValueError(f"verification key: missing {', '.join(missing)}")
         ic = obj["IC"]

@@ -1,4 +1,4 @@
-"""The API over the real prover: a real proof that verifies, and witness failures refused at submit."""
+"""The API over the real prover: a proof that verifies; witness failures refused at submit."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ with warnings.catch_warnings():
     from starlette.testclient import TestClient
 
 from cuzk.api.app import create_app
-from cuzk.circuits.registry import bundled_circuits
 from cuzk.engine.engine import Engine
 from cuzk.engine.settings import EngineSettings, ProofKindSettings
 from cuzk.prover.verify import verify

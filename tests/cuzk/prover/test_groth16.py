@@ -26,11 +26,19 @@ def test_snarkjs_verifies_our_proof(kind, bundled, snarkjs, tmp_path: Path):
     (tmp_path / "public.json").write_text(json.dumps(proof.public))
     # The verification key as snarkjs itself reads it out of our zkey.
     snarkjs("zkey", "export", "verificationkey", b.zkey_path, tmp_path / "vk.json")
-    out = snarkjs("groth16", "verify", tmp_path / "vk.json", tmp_path / "public.json", tmp_path / "proof.json")
+    out = snarkjs(
+        "groth16", "verify", tmp_path / "vk.json", tmp_path / "public.json", tmp_path / "proof.json"
+    )
     assert "OK" in out
     # And the verification key as we export it.
     (tmp_path / "our_vk.json").write_text(json.dumps(b.key.verification_key.to_json()))
-    out = snarkjs("groth16", "verify", tmp_path / "our_vk.json", tmp_path / "public.json", tmp_path / "proof.json")
+    out = snarkjs(
+        "groth16",
+        "verify",
+        tmp_path / "our_vk.json",
+        tmp_path / "public.json",
+        tmp_path / "proof.json",
+    )
     assert "OK" in out
 
 
@@ -39,7 +47,14 @@ def test_snarkjs_proof_verifies_with_cuzk(kind, bundled, snarkjs, tmp_path: Path
     b = bundled(kind)
     witness = b.circuit.calculate_witness(b.inputs)
     write_wtns(tmp_path / "w.wtns", witness, b.key.curve)
-    snarkjs("groth16", "prove", b.zkey_path, tmp_path / "w.wtns", tmp_path / "p.json", tmp_path / "pub.json")
+    snarkjs(
+        "groth16",
+        "prove",
+        b.zkey_path,
+        tmp_path / "w.wtns",
+        tmp_path / "p.json",
+        tmp_path / "pub.json",
+    )
     proof = json.loads((tmp_path / "p.json").read_text())
     public = json.loads((tmp_path / "pub.json").read_text())
     assert verify(b.key.verification_key, proof, public)
@@ -51,7 +66,10 @@ def test_public_signals_match_witness(bundled):
     b = bundled("winning-post")
     proof, _ = prove_timed(b.key, b.circuit, b.inputs, CpuBackend())
     witness = b.circuit.calculate_witness(b.inputs)
-    expected = [str(int.from_bytes(witness[i].tobytes(), "little")) for i in range(1, b.key.sizes.n_public + 1)]
+    expected = [
+        str(int.from_bytes(witness[i].tobytes(), "little"))
+        for i in range(1, b.key.sizes.n_public + 1)
+    ]
     assert proof.public == expected
     assert proof.proof["protocol"] == "groth16" and proof.proof["curve"] == "bls12381"
 
