@@ -87,23 +87,20 @@ def setup(
 
     g1, g2 = FixedBaseTable(G1Point()), FixedBaseTable(G2Point())
 
-    def g1_section(name: str, scalars: list[int]) -> np.ndarray:
+    def section(name: str, table: FixedBaseTable, scalars: list[int]) -> list:
         pts = []
         for i, k in enumerate(scalars):
-            pts.append(g1.mul(k))
+            pts.append(table.mul(k))
             if i % 4096 == 0:
                 tick(name, i, len(scalars))
         tick(name, len(scalars), len(scalars))
-        return g1_to_mont_array(curve, pts)
+        return pts
+
+    def g1_section(name: str, scalars: list[int]) -> np.ndarray:
+        return g1_to_mont_array(curve, section(name, g1, scalars))
 
     def g2_section(name: str, scalars: list[int]) -> np.ndarray:
-        pts = []
-        for i, k in enumerate(scalars):
-            pts.append(g2.mul(k))
-            if i % 4096 == 0:
-                tick(name, i, len(scalars))
-        tick(name, len(scalars), len(scalars))
-        return g2_to_mont_array(curve, pts)
+        return g2_to_mont_array(curve, section(name, g2, scalars))
 
     gamma_inv, delta_inv = pow(gamma, -1, r), pow(delta, -1, r)
     combined = [(beta * u[i] + alpha * v[i] + w[i]) % r for i in range(n_vars)]

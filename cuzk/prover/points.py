@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import TypeVar
 
 import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point, Scalar
@@ -16,6 +17,7 @@ from cuzk.curves import Curve
 from kernels import field
 
 _THREADS = os.cpu_count() or 1
+P = TypeVar("P", G1Point, G2Point)
 
 
 def _fq_normal_bytes(curve: Curve, mont: np.ndarray) -> np.ndarray:
@@ -29,41 +31,41 @@ def _fq_mont(curve: Curve, normal: np.ndarray) -> np.ndarray:
     return field.FQ.to_mont(flat, threads=_THREADS).reshape(normal.shape)
 
 
-def g1_from_mont_array(curve: Curve, arr: np.ndarray) -> list[G1Point]:
-    """zkey G1 section (n, 2, 12) -> points, unchecked: the zkey is trusted once loaded."""
+def _from_mont_array(curve: Curve, arr: np.ndarray, kind: type[P], coords: int) -> list[P]:
     raw = _fq_normal_bytes(curve, arr).tobytes()
-    size = 2 * curve.n8q
-    out: list[G1Point] = []
-    identity = G1Point.identity()
+    size = coords * curve.n8q
+    identity = kind.identity()
     zero = bytes(size)
+    out: list[P] = []
     for off in range(0, len(raw), size):
         chunk = raw[off : off + size]
-        out.append(identity if chunk == zero else G1Point.from_xy_bytes_unchecked_le(chunk))
+        out.append(identity if chunk == zero else kind.from_xy_bytes_unchecked_le(chunk))
     return out
+
+
+def g1_from_mont_array(curve: Curve, arr: np.ndarray) -> list[G1Point]:
+    """zkey G1 section (n, 2, 12) -> points, unchecked: the zkey is trusted once loaded.
+    Infinity (all zeros) is one shared identity object."""
+    return _from_mont_array(curve, arr, G1Point, 2)
 
 
 def g2_from_mont_array(curve: Curve, arr: np.ndarray) -> list[G2Point]:
-    raw = _fq_normal_bytes(curve, arr).tobytes()
-    size = 4 * curve.n8q
-    out: list[G2Point] = []
-    identity = G2Point.identity()
-    zero = bytes(size)
-    for off in range(0, len(raw), size):
-        chunk = raw[off : off + size]
-        out.append(identity if chunk == zero else G2Point.from_xy_bytes_unchecked_le(chunk))
-    return out
+    """zkey G2 section (n, 2, 2, 12) -> points, as g1_from_mont_array."""
+    return _from_mont_array(curve, arr, G2Point, 4)
+
+
+def _to_mont_array(curve: Curve, points: Sequence[P], shape: tuple[int, ...]) -> np.ndarray:
+    raw = b"".join(p.to_xy_bytes_le() for p in points)
+    normal = np.frombuffer(raw, dtype="<u4").reshape(len(points), *shape, curve.fq_limbs)
+    return _fq_mont(curve, normal)
 
 
 def g1_to_mont_array(curve: Curve, points: Sequence[G1Point]) -> np.ndarray:
-    raw = b"".join(p.to_xy_bytes_le() for p in points)
-    normal = np.frombuffer(raw, dtype="<u4").reshape(len(points), 2, curve.fq_limbs)
-    return _fq_mont(curve, normal)
+    return _to_mont_array(curve, points, (2,))
 
 
 def g2_to_mont_array(curve: Curve, points: Sequence[G2Point]) -> np.ndarray:
-    raw = b"".join(p.to_xy_bytes_le() for p in points)
-    normal = np.frombuffer(raw, dtype="<u4").reshape(len(points), 2, 2, curve.fq_limbs)
-    return _fq_mont(curve, normal)
+    return _to_mont_array(curve, points, (2, 2))
 
 
 def _ints(raw: bytes, n8: int) -> list[int]:
