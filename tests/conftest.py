@@ -12,17 +12,10 @@ from typing import Any
 
 import pytest
 
+from tests._tools import require_tool
+
 ROOT = Path(__file__).resolve().parents[1]
 KEYS_DIR = Path(os.environ.get("CUZK_TEST_KEYS_DIR", ROOT / ".cache" / "keys"))
-
-
-def require_tool(name: str, path: str | None) -> str:
-    """A tool the test needs: skip on a laptop without it, fail in CI (CI=true)."""
-    if path:
-        return path
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{name} is required in CI but was not found")
-    pytest.skip(f"{name} not installed")
 
 
 @pytest.fixture(scope="session")
@@ -30,7 +23,7 @@ def snarkjs():
     """Run the pinned snarkjs CLI: ``snarkjs("groth16", "verify", ...)`` -> stdout."""
     exe = ROOT / "node_modules" / ".bin" / "snarkjs"
     found = str(exe) if exe.exists() and shutil.which("node") else None
-    exe_path = require_tool("snarkjs (npm ci)", found)
+    exe_path = require_tool("snarkjs", found or "", hint="npm ci in the repository")
 
     def run(*args: str | Path) -> str:
         proc = subprocess.run(

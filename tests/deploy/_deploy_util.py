@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import yaml
+
+from tests._tools import require_tool as _require_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -28,14 +27,8 @@ NVML_METRICS = {"cuzk_device_memory_used_bytes", "cuzk_device_utilization_ratio"
 
 
 def require_tool(name: str) -> str:
-    """Path of an external tool; skip without it, but fail under CI=true."""
-    path = shutil.which(name)
-    if path is None:
-        msg = f"{name} not found on PATH (Debian package: prometheus)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(msg + "; CI must install it")
-        pytest.skip(msg)
-    return path
+    """Path of a Prometheus tool; skip without it, but fail under CI=true."""
+    return _require_tool(name, hint="Debian packages prometheus, prometheus-alertmanager")
 
 
 def load_yaml(path: Path) -> object:
