@@ -4,6 +4,8 @@
 # 1. the GPU tests (tests/kernels/gpu, device tests included) -> gpu_tests.log
 # 2. benchmarks/gpu_check.py: NTT and MSM 2^16..2^24 checked against the CPU path and timed,
 #    bundled-circuit proofs on CUDA vs CPU, engine busy fraction -> gpu_check.json
+# On the lent H200 (Python 3.12 image with numba-cuda and CuPy, no network): first, here,
+# `bash benchmarks/gpu_wheels.sh`, then run this with `.whl` carried.
 # Environment: PYTHON (default: .venv/bin/python, else /work/venv/bin/python, else python3),
 # GPU_CHECK_ARGS (extra arguments for gpu_check.py, e.g. "--max-log 22 --skip engine").
 set -uo pipefail
@@ -16,6 +18,13 @@ if [[ -z "${PYTHON:-}" ]]; then
   done
 fi
 export PIP_NO_INDEX=1            # nothing may be fetched
+# Wheels the device image lacks, made beforehand by benchmarks/gpu_wheels.sh and carried in .whl/.
+if compgen -G ".whl/*.whl" >/dev/null; then
+  "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/cuzk-site .whl/*.whl || { echo "installing .whl failed"; exit 1; }
+  export PYTHONPATH="/tmp/cuzk-site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 unset NUMBA_ENABLE_CUDASIM
 status=0
 { nvidia-smi || true; } > "$OUT_DIR/nvidia-smi.txt" 2>&1
