@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 from py_arkworks_bls12381 import G1Point
 
-from cuzk.prover.msm import msm
 from kernels import qap
 
 if TYPE_CHECKING:
@@ -30,4 +29,4 @@ class CpuBackend:
         return qap.h_evaluations(a, b, c, key.sizes.log_domain)
 
     def msm_g1(self, key: ProvingKey, section: str, scalars: np.ndarray) -> G1Point:
-        return msm(key.g1_points(section), scalars, G1Point.identity())
+        return key.msm_g1(section, scalars)

@@ -16,15 +16,19 @@ from cuzk.prover.keys import CircuitSizes
 
 _FR = 32  # bytes of an Fr element
 _PTR = 8
-_SCALAR_OBJ = (sys.getsizeof(Scalar(1)) + 15) // 16 * 16
-# Per scalar fed to an arkworks MSM: the Scalar object and its list slot, the nonzero index
-# (int64) and the bytes the Scalars are cut from; a vector with zeros (the witness) also
-# holds a compacted copy of its nonzero rows. H's scalars are dense.
-_MSM_DENSE = _SCALAR_OBJ + _PTR + 8 + _FR
-_MSM_SPARSE = _MSM_DENSE + _FR
+_SCALAR_OBJ = sys.getsizeof(Scalar(1))
+# Per pair fed to an arkworks MSM (cuzk.prover.msm): the selected row index (int64), the point
+# list's slot, the copy of the selected scalar rows, the bytes the Scalars are cut from, and the
+# Scalar object with its list slot. Plus one byte per section row for the selection mask. The
+# number of pairs is at most the section's points not at infinity.
+_MSM_PER_PAIR = 8 + _PTR + _FR + _FR + _SCALAR_OBJ + _PTR
+
+
+def _msm_bytes(pairs: int, rows: int) -> int:
+    return pairs * _MSM_PER_PAIR + rows
 # Interpreter-side slack per step (small lists, frames, result objects) and a 5% margin so the
 # figure covers the measured peak; a test holds it within 30% of that peak.
-_FIXED = 64 * 1024
+_FIXED = 16 * 1024
 _MARGIN = 1.05
 
 
@@ -67,10 +71,15 @@ def estimate_memory(sizes: CircuitSizes, gpu_on_host: bool = True) -> MemoryEsti
     # Step 2 on the CPU backend: first the odd-coset NTTs (three vectors and a scratch one), then H
     # is held while the largest MSM converts its scalars. On a GPU only the MSM inputs stay on
     # the host side (the vectors live in device memory, counted in the device budget).
-    msm_peak = max(n * _MSM_DENSE, v * _MSM_SPARSE)
+    msm_peak = max(
+        _msm_bytes(n, n),
+        _msm_bytes(sizes.a_points, v),
+        _msm_bytes(sizes.b_points, v),
+        _msm_bytes(sizes.c_points, v - sizes.n_public - 1),
+    )
     gpu = max(4 * n * _FR, n * _FR + msm_peak) if gpu_on_host else n * _FR + msm_peak
-    # Step 3: the G2 MSM over the whole witness.
-    finalize = v * _MSM_SPARSE
+    # Step 3: the G2 MSM for B over the witness.
+    finalize = _msm_bytes(sizes.b_points, v)
 
     def pad(x: int) -> int:
         return int(x * _MARGIN) + _FIXED

@@ -16,11 +16,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
-from py_arkworks_bls12381 import G1Point, G2Point
+from py_arkworks_bls12381 import G1Point
 
 from cuzk.errors import FormatError, ProofError, WitnessError
 from cuzk.prover.backend import ComputeBackend
-from cuzk.prover.msm import msm
 from cuzk.prover.points import g1_to_json, g2_to_json, scalar
 from cuzk.prover.verify import verify
 from kernels import qap
@@ -130,7 +129,7 @@ def finalize(
 ) -> Proof:
     """Step 3: B in G2, blinding (r, s), assembly; never returns a proof that fails to verify."""
     curve = key.curve
-    b2 = msm(key.b2_points, synth.witness, G2Point.identity())
+    b2 = key.msm_b2(synth.witness)
     draw = (lambda: secrets.randbelow(curve.r)) if rng is None else (lambda: rng)
     r_val, s_val = draw(), draw()
     r, s = scalar(curve, r_val), scalar(curve, s_val)

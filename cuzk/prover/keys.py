@@ -16,15 +16,41 @@ from py_arkworks_bls12381 import G1Point, G2Point
 
 from cuzk.curves import Curve
 from cuzk.formats import zkey as zkey_format
+from cuzk.prover.msm import msm
 from cuzk.prover.points import g1_from_mont_array, g2_from_mont_array
 from cuzk.prover.verify import VerificationKey
 
 
-def _points_bytes(points: list) -> int:
-    """A list's own array plus one (shared-type, fixed-size) object per distinct point."""
-    if not points:
-        return sys.getsizeof(points)
-    return sys.getsizeof(points) + len({id(p) for p in points}) * sys.getsizeof(points[0])
+def _points_bytes(points: np.ndarray | list) -> int:
+    """The container's own memory plus one (fixed-size) object per distinct point."""
+    own = points.nbytes if isinstance(points, np.ndarray) else sys.getsizeof(points)
+    if len(points) == 0:
+        return own
+    return own + len({id(p) for p in points}) * sys.getsizeof(points[0])
+
+
+@dataclass(frozen=True)
+class PointSection:
+    """A zkey point section as the CPU MSMs use it: the points (an object array, every point at
+    infinity sharing one identity object) and a mask of those not at infinity."""
+
+    points: np.ndarray
+    present: np.ndarray
+
+    @classmethod
+    def from_mont(cls, curve: Curve, arr: np.ndarray, convert) -> PointSection:
+        points = np.empty(arr.shape[0], dtype=object)
+        points[:] = convert(curve, arr)
+        return cls(points, arr.reshape(arr.shape[0], -1).any(axis=1))
+
+    @property
+    def count(self) -> int:
+        """Points not at infinity: the most scalars an MSM over this section converts."""
+        return int(self.present.sum())
+
+    @property
+    def nbytes(self) -> int:
+        return _points_bytes(self.points) + self.present.nbytes
 
 
 @dataclass(frozen=True)
@@ -33,6 +59,10 @@ class CircuitSizes:
     n_public: int
     domain_size: int
     n_coefficients: int
+    # Points not at infinity in the A, B (B1 and B2 alike) and C sections: the MSMs' real sizes.
+    a_points: int
+    b_points: int
+    c_points: int
 
     @property
     def log_domain(self) -> int:
@@ -44,6 +74,9 @@ class CircuitSizes:
             "n_public": self.n_public,
             "domain_size": self.domain_size,
             "n_coefficients": self.n_coefficients,
+            "a_points": self.a_points,
+            "b_points": self.b_points,
+            "c_points": self.c_points,
         }
 
 
@@ -53,12 +86,6 @@ class ProvingKey:
         self.path = path
         self.curve = curve
         self.zkey = zk
-        self.sizes = CircuitSizes(
-            n_vars=zk.n_vars,
-            n_public=zk.n_public,
-            domain_size=zk.domain_size,
-            n_coefficients=len(zk.coeffs),
-        )
         self.coef_matrix = np.ascontiguousarray(zk.coeffs["matrix"], dtype=np.uint32)
         self.coef_constraint = np.ascontiguousarray(zk.coeffs["constraint"], dtype=np.uint32)
         self.coef_signal = np.ascontiguousarray(zk.coeffs["signal"], dtype=np.uint32)
@@ -69,13 +96,20 @@ class ProvingKey:
         (self.beta2,) = g2_from_mont_array(curve, zk.beta2.reshape(1, 2, 2, -1))
         (self.gamma2,) = g2_from_mont_array(curve, zk.gamma2.reshape(1, 2, 2, -1))
         (self.delta2,) = g2_from_mont_array(curve, zk.delta2.reshape(1, 2, 2, -1))
-        self._g1: dict[str, list[G1Point]] = {
-            "A": g1_from_mont_array(curve, zk.a),
-            "B1": g1_from_mont_array(curve, zk.b1),
-            "C": g1_from_mont_array(curve, zk.c),
-            "H": g1_from_mont_array(curve, zk.h),
+        self._g1 = {
+            name: PointSection.from_mont(curve, arr, g1_from_mont_array)
+            for name, arr in (("A", zk.a), ("B1", zk.b1), ("C", zk.c), ("H", zk.h))
         }
-        self.b2_points: list[G2Point] = g2_from_mont_array(curve, zk.b2)
+        self._b2 = PointSection.from_mont(curve, zk.b2, g2_from_mont_array)
+        self.sizes = CircuitSizes(
+            n_vars=zk.n_vars,
+            n_public=zk.n_public,
+            domain_size=zk.domain_size,
+            n_coefficients=len(zk.coeffs),
+            a_points=self._g1["A"].count,
+            b_points=self._g1["B1"].count,
+            c_points=self._g1["C"].count,
+        )
         self.verification_key = VerificationKey(
             curve=curve,
             alpha1=self.alpha1,
@@ -91,8 +125,14 @@ class ProvingKey:
         p = Path(path)
         return cls(p, zkey_format.read_zkey(p, mmap=True))
 
-    def g1_points(self, section: str) -> list[G1Point]:
-        return self._g1[section]
+    def msm_g1(self, section: str, scalars: np.ndarray) -> G1Point:
+        """CPU MSM over one G1 section (A, B1, C, H); scalars match the section row for row."""
+        s = self._g1[section]
+        return msm(s.points, scalars, G1Point.identity(), s.present)
+
+    def msm_b2(self, scalars: np.ndarray) -> G2Point:
+        """CPU MSM over the B2 section (G2), with the witness as scalars."""
+        return msm(self._b2.points, scalars, G2Point.identity(), self._b2.present)
 
     def g1_section_array(self, section: str) -> np.ndarray:
         """The raw (n, 2, limbs) Montgomery section, for device upload."""
@@ -101,7 +141,6 @@ class ProvingKey:
     def _measure(self) -> int:
         arrays = (self.coef_matrix, self.coef_constraint, self.coef_signal, self.coef_value)
         total = sum(a.nbytes for a in arrays)
-        total += sum(_points_bytes(pts) for pts in self._g1.values())
-        total += _points_bytes(self.b2_points)
+        total += sum(s.nbytes for s in self._g1.values()) + self._b2.nbytes
         total += _points_bytes(list(self.verification_key.ic))
         return total
