@@ -73,3 +73,24 @@ class _BundledCache:
 def bundled() -> _BundledCache:
     """``bundled("porep-c2")`` -> circuit, cached dev proving key and sample input."""
     return _BundledCache()
+
+
+SCRIPTED_KINDS = {"porep-c2": (3, "normal"), "winning-post": (1, "critical")}
+
+
+@pytest.fixture
+def scripted():
+    """A started engine over the scripted prover (tiny budget, one synthesis and one finalizer
+    thread, two GPU workers): ``(engine, prover, span_exporter)``."""
+    from cuzk.engine.testing import make_test_engine
+
+    engine, prover, spans = make_test_engine(
+        SCRIPTED_KINDS,
+        backend="cpu",
+        synthesis_threads=1,
+        finalizer_threads=1,
+        memory_budget_bytes=1 << 20,
+    )
+    engine.start()
+    yield engine, prover, spans
+    engine.shutdown(timeout=5)

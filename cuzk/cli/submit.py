@@ -169,7 +169,9 @@ def submit(
             console=console,
             transient=False,
         ) as progress:
-            task = progress.add_task(args.proof_kind, total=partitions, state=job["state"])
+            task = progress.add_task(
+                args.proof_kind, total=partitions, completed=_done(job), state=job["state"]
+            )
             while job["state"] not in TERMINAL_STATES:
                 if args.timeout is not None and time.monotonic() - started > args.timeout:
                     progress.stop()

@@ -6,8 +6,6 @@ import warnings
 from collections.abc import Iterator
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from starlette.exceptions import StarletteDeprecationWarning
 
@@ -18,41 +16,22 @@ with warnings.catch_warnings():  # it nags that httpx should be httpx2; irreleva
 from cuzk.api.app import create_app
 from cuzk.config import Config
 from cuzk.engine.engine import Engine
-from cuzk.engine.settings import EngineSettings, ProofKindSettings
 from cuzk.engine.testing import ScriptedProver
 
-KINDS = {"porep-c2": (3, "normal"), "winning-post": (1, "critical")}
+
+@pytest.fixture
+def spans(scripted) -> InMemorySpanExporter:
+    return scripted[2]
 
 
 @pytest.fixture
-def spans() -> InMemorySpanExporter:
-    return InMemorySpanExporter()
+def prover(scripted) -> ScriptedProver:
+    return scripted[1]
 
 
 @pytest.fixture
-def prover() -> ScriptedProver:
-    return ScriptedProver()
-
-
-@pytest.fixture
-def engine(prover: ScriptedProver, spans: InMemorySpanExporter) -> Iterator[Engine]:
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(spans))
-    settings = EngineSettings(
-        backend="cpu",
-        gpu_workers_per_device=2,
-        synthesis_threads=1,
-        finalizer_threads=1,
-        memory_budget_bytes=1 << 20,
-        proof_kinds={
-            name: ProofKindSettings(name=name, partitions=n, priority=prio)
-            for name, (n, prio) in KINDS.items()
-        },
-    )
-    e = Engine(settings, prover=prover, tracer_provider=provider)
-    e.start()
-    yield e
-    e.shutdown(timeout=5)
+def engine(scripted) -> Engine:
+    return scripted[0]
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 
 import pytest
 import uvicorn
-from opentelemetry.sdk.trace import TracerProvider
 from starlette.exceptions import StarletteDeprecationWarning
 
 with warnings.catch_warnings():  # it nags that httpx should be httpx2; irrelevant here
@@ -20,34 +19,17 @@ with warnings.catch_warnings():  # it nags that httpx should be httpx2; irreleva
 from cuzk.api.app import create_app
 from cuzk.config import Config
 from cuzk.engine.engine import Engine
-from cuzk.engine.settings import EngineSettings, ProofKindSettings
 from cuzk.engine.testing import ScriptedProver
 
 
 @pytest.fixture
-def prover() -> ScriptedProver:
-    return ScriptedProver()
+def prover(scripted) -> ScriptedProver:
+    return scripted[1]
 
 
 @pytest.fixture
-def engine(prover: ScriptedProver) -> Iterator[Engine]:
-    settings = EngineSettings(
-        backend="cpu",
-        gpu_workers_per_device=2,
-        synthesis_threads=1,
-        finalizer_threads=1,
-        memory_budget_bytes=1 << 20,
-        proof_kinds={
-            "porep-c2": ProofKindSettings(name="porep-c2", partitions=3),
-            "winning-post": ProofKindSettings(
-                name="winning-post", partitions=1, priority="critical"
-            ),
-        },
-    )
-    e = Engine(settings, prover=prover, tracer_provider=TracerProvider())
-    e.start()
-    yield e
-    e.shutdown(timeout=5)
+def engine(scripted) -> Engine:
+    return scripted[0]
 
 
 @pytest.fixture
