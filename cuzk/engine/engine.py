@@ -343,6 +343,12 @@ class Engine:
         snap.memory_reserved = {"proving_key": 0, "partition": 0, **mem["reserved_by_consumer"]}
         snap.memory_waiters = len(mem["waiters"])
         snap.evictions = mem["evictions"]
+        for device, budget in self.device_budgets.items():
+            dev = budget.snapshot()
+            snap.device_memory_budget[device] = dev["budget_bytes"]
+            reserved = {"proving_key": 0, "gpu_phase": 0, **dev["reserved_by_consumer"]}
+            for consumer, n in reserved.items():
+                snap.device_memory_reserved[(device, consumer)] = n
         snap.evicted_bytes = mem["evicted_bytes"]
         for rk in self.keys.resident():
             snap.resident_keys[(rk.proof_kind, "host")] = rk.host_bytes

@@ -39,6 +39,9 @@ class MetricsSnapshot:
     evictions: int = 0
     evicted_bytes: int = 0
     resident_keys: dict[tuple[str, str], int] = field(default_factory=dict)
+    # Per-device budgets (CUDA backend only): device -> bytes, (device, consumer) -> bytes.
+    device_memory_budget: dict[str, int] = field(default_factory=dict)
+    device_memory_reserved: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
 class EngineCollector:
@@ -84,6 +87,12 @@ class EngineCollector:
             labels=["proof_kind", "location"])
         build = GaugeMetricFamily(
             "cuzk_build_info", "Build information (always 1)", labels=["version", "backend"])
+        dev_budget = GaugeMetricFamily(
+            "cuzk_device_memory_budget_bytes", "Device memory budget in bytes (CUDA backend)",
+            labels=["device"])
+        dev_reserved = GaugeMetricFamily(
+            "cuzk_device_memory_reserved_bytes",
+            "Device bytes reserved, by consumer (CUDA backend)", labels=["device", "consumer"])
         if s is not None:
             for worker, device, is_busy, seconds in s.workers:
                 busy.add_metric([worker, device], 1.0 if is_busy else 0.0)
@@ -107,8 +116,14 @@ class EngineCollector:
             for labels, n in sorted(s.resident_keys.items()):
                 keys.add_metric(list(labels), n)
             build.add_metric([s.version, s.backend], 1.0)
+            for device, n in sorted(s.device_memory_budget.items()):
+                dev_budget.add_metric([device], n)
+            for labels, n in sorted(s.device_memory_reserved.items()):
+                dev_reserved.add_metric(list(labels), n)
         yield from (busy, busy_s, parts, queued, phases, submitted, completed, budget, reserved,
                     waiters, evictions, evicted, keys, build)
+        if s is None or s.device_memory_budget:  # absent, not zero, where no device budget exists
+            yield from (dev_budget, dev_reserved)
 
 
 class EngineMetrics:

@@ -640,11 +640,22 @@ def memory() -> dict:
             [q(f"sum by (proof_kind, location) "
                f"(cuzk_proving_key_resident_bytes{{{INST}}})", instant=True, fmt="table")],
             rename={"Value": "bytes", "proof_kind": "proof kind"}),
+        row("Devices"),
+        timeseries(
+            "Device memory budget",
+            "Bytes reserved from each GPU's own budget per consumer (resident proving keys, "
+            "GPU-phase working sets; cuzk_device_memory_reserved_bytes) against that "
+            "budget (cuzk_device_memory_budget_bytes). Absent on the CPU backend.", "bytes",
+            [q(f"sum by (device, consumer) (cuzk_device_memory_reserved_bytes{{{INST}}})",
+               "{{device}} {{consumer}}"),
+             q(f"sum by (device) (cuzk_device_memory_budget_bytes{{{INST}}})",
+               "{{device}} budget")],
+            w=12),
         timeseries(
             "Device memory used",
             "GPU memory in use per device as reported by NVML (cuzk_device_memory_used_bytes). "
             "Absent on the CPU backend or without NVML.", "bytes",
-            [q(f"cuzk_device_memory_used_bytes{{{INST}}}", "{{device}}")], w=24),
+            [q(f"cuzk_device_memory_used_bytes{{{INST}}}", "{{device}}")], w=12),
     ]
     return dashboard("cuzk-memory", "cuzk / Memory",
                      "The unified memory budget: reservations by consumer, waiters, evictions "

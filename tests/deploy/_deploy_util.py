@@ -24,6 +24,9 @@ OPERATIONS_DOC = ROOT / "docs" / "operations.md"
 PROMETHEUS_SERIES = {"up", "ALERTS", "ALERTS_FOR_STATE"}
 # Device metrics that exist only where NVML is present (design.md section 5).
 NVML_METRICS = {"cuzk_device_memory_used_bytes", "cuzk_device_utilization_ratio"}
+# Per-device budget metrics: exposed only where a GPU backend keeps device budgets.
+DEVICE_BUDGET_METRICS = {"cuzk_device_memory_budget_bytes", "cuzk_device_memory_reserved_bytes"}
+DEVICE_ONLY_METRICS = NVML_METRICS | DEVICE_BUDGET_METRICS
 
 
 def require_tool(name: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-from cuzk.engine.testing import make_test_engine, wait_until
+from cuzk.engine.testing import ScriptedKind, ScriptedProver, make_test_engine, wait_until
 
 # family name (as the OpenMetrics parser reports it) -> (type, label names)
 CONTRACT = {
@@ -37,16 +37,22 @@ def _families(engine):
 
 
 def _counters(fams):
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for f in fams.values() if f.type == "counter" for s in f.samples
-            if s.name.endswith("_total")}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in fams.values()
+        if f.type == "counter"
+        for s in f.samples
+        if s.name.endswith("_total")
+    }
 
 
 def test_exposition_matches_contract_with_exemplars_and_no_job_ids():
     engine, _, _ = make_test_engine(KINDS)
     with engine:
-        jobs = [engine.submit("winning-post", [{"tag": "w"}]),
-                engine.submit("snap-update", [{"tag": str(i)} for i in range(4)])]
+        jobs = [
+            engine.submit("winning-post", [{"tag": "w"}]),
+            engine.submit("snap-update", [{"tag": str(i)} for i in range(4)]),
+        ]
         for j in jobs:
             assert engine.wait(j.id, 5).state == "succeeded"
         assert wait_until(engine.quiescent)
@@ -93,14 +99,20 @@ def test_gauges_follow_live_state():
         job = engine.submit("snap-update", [{"tag": str(i)} for i in range(4)])
         assert wait_until(lambda: len(engine.pipeline.gpu_queue) == 4)
         fams = _families(engine)
-        phases = {s.labels["phase"]: s.value for s in fams["cuzk_partitions"].samples
-                  if s.labels["proof_kind"] == "snap-update"}
+        phases = {
+            s.labels["phase"]: s.value
+            for s in fams["cuzk_partitions"].samples
+            if s.labels["proof_kind"] == "snap-update"
+        }
         assert phases["queued_gpu"] == 4 and phases["proving"] == 0
-        reserved = {s.labels["consumer"]: s.value
-                    for s in fams["cuzk_memory_reserved_bytes"].samples}
+        reserved = {
+            s.labels["consumer"]: s.value for s in fams["cuzk_memory_reserved_bytes"].samples
+        }
         assert reserved == {"partition": 400, "proving_key": 1000}
-        keys = {(s.labels["proof_kind"], s.labels["location"]): s.value
-                for s in fams["cuzk_proving_key_resident_bytes"].samples}
+        keys = {
+            (s.labels["proof_kind"], s.labels["location"]): s.value
+            for s in fams["cuzk_proving_key_resident_bytes"].samples
+        }
         assert keys[("snap-update", "host")] == 1000 and keys[("winning-post", "host")] == 0
         assert all(s.value == 0 for s in fams["cuzk_gpu_worker_busy"].samples)
         engine.resume_workers()
@@ -108,8 +120,11 @@ def test_gauges_follow_live_state():
         assert wait_until(engine.quiescent)
         fams = _families(engine)
         assert all(s.value == 0 for s in fams["cuzk_partitions"].samples)
-        busy = [s.value for s in fams["cuzk_gpu_worker_busy_seconds"].samples
-                if s.name.endswith("_total")]
+        busy = [
+            s.value
+            for s in fams["cuzk_gpu_worker_busy_seconds"].samples
+            if s.name.endswith("_total")
+        ]
         assert sum(busy) > 0
 
 
@@ -122,8 +137,10 @@ def test_queued_jobs_gauge_counts_jobs_waiting_for_memory():
         second = engine.submit("winning-post", [{"tag": "b"}])  # no memory left for it
         assert wait_until(lambda: engine.host_budget.waiters == 1)
         fams = _families(engine)
-        queued = {(s.labels["proof_kind"], s.labels["priority"]): s.value
-                  for s in fams["cuzk_jobs_queued"].samples}
+        queued = {
+            (s.labels["proof_kind"], s.labels["priority"]): s.value
+            for s in fams["cuzk_jobs_queued"].samples
+        }
         assert queued[("winning-post", "critical")] == 1
         assert fams["cuzk_memory_waiters"].samples[0].value == 1
         gate.release()
@@ -138,3 +155,43 @@ def test_metrics_disabled_registry_is_empty():
         assert engine.wait(job.id, 5).state == "succeeded"
         assert b"cuzk_" not in engine.metrics.render()[0]
         assert engine.status()["counters"]["jobs_submitted"]["winning-post"] == 1
+
+
+def test_device_budgets_are_reported_per_device():
+    """On a GPU backend each device's budget and its reservations are metrics too; a key's
+    device-resident bytes show under location="device"."""
+    kinds = {"winning-post": ScriptedKind(host_bytes=1_000, device_bytes=300)}
+    prover = ScriptedProver(kinds, devices=("cuda:0", "cuda:1"), name="cuda", device_memory=10_000)
+    engine, prover, _ = make_test_engine(
+        {"winning-post": (1, "critical")}, prover, device_memory_budget_bytes=8_000
+    )
+    with engine:
+        gate = prover.hold("gpu", lambda _inputs: True)
+        job = engine.submit("winning-post", [{"tag": "w"}])
+        assert gate.wait_entered()
+        fams = _families(engine)
+        budget = {
+            s.labels["device"]: s.value for s in fams["cuzk_device_memory_budget_bytes"].samples
+        }
+        assert budget == {"cuda:0": 8_000, "cuda:1": 8_000}
+        reserved = {
+            (s.labels["device"], s.labels["consumer"]): s.value
+            for s in fams["cuzk_device_memory_reserved_bytes"].samples
+        }
+        assert reserved[("cuda:0", "proving_key")] == 300 == reserved[("cuda:1", "proving_key")]
+        # The one partition's GPU phase holds its working set on exactly one device.
+        gpu = [reserved[(d, "gpu_phase")] for d in ("cuda:0", "cuda:1")]
+        assert sorted(gpu) == [0, 10]
+        keys = {
+            (s.labels["proof_kind"], s.labels["location"]): s.value
+            for s in fams["cuzk_proving_key_resident_bytes"].samples
+        }
+        assert keys[("winning-post", "device")] == 600
+        gate.release()
+        assert engine.wait(job.id, 5).state == "succeeded"
+        assert wait_until(engine.quiescent)
+        after = {
+            (s.labels["device"], s.labels["consumer"]): s.value
+            for s in _families(engine)["cuzk_device_memory_reserved_bytes"].samples
+        }
+        assert after[("cuda:0", "gpu_phase")] == after[("cuda:1", "gpu_phase")] == 0
