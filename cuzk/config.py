@@ -1,6 +1,6 @@
 """cuzk configuration: one TOML file, every key overridable by a ``CUZK_<SECTION>_<KEY>`` variable.
 
-Precedence, lowest first: built-in defaults (documented in ``cuzk/config/default.toml``), the
+Precedence, lowest first: built-in defaults (documented in ``cuzk/default_config.toml``), the
 TOML file, then the environment. Everything is validated when loaded, and every error names the
 key it is about (and the environment variable, when the value came from one), so a bad
 deployment fails at start instead of at the first proof.
@@ -26,7 +26,7 @@ from cuzk.errors import CuzkError
 PRIORITIES = ("critical", "high", "normal", "low")
 BACKENDS = ("auto", "cpu", "cuda")
 DEFAULT_LISTEN = "127.0.0.1:9820"
-DEFAULT_CONFIG_PATH = Path(__file__).parent / "config" / "default.toml"
+DEFAULT_CONFIG_PATH = Path(__file__).parent / "default_config.toml"
 ENV_PREFIX = "CUZK_"
 
 

@@ -27,7 +27,7 @@ def register(subparsers: Any) -> None:
         description="Run the proving engine behind its HTTP API. Without --config it runs on"
         " built-in defaults (backend auto: CUDA when usable, else CPU; the bundled circuits;"
         " 127.0.0.1:9820). Every setting can be overridden with CUZK_<SECTION>_<KEY>"
-        " variables; cuzk/config/default.toml documents them all.",
+        " variables; cuzk/default_config.toml documents them all.",
     )
     p.add_argument(
         "--config",

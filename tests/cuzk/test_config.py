@@ -80,7 +80,7 @@ def test_defaults(bundled: list[SimpleNamespace]) -> None:
 def test_shipped_default_toml_documents_every_key_and_matches_code(
     bundled: list[SimpleNamespace],
 ) -> None:
-    """default.toml is the documentation; loading it must change nothing."""
+    """default_config.toml is the documentation; loading it must change nothing."""
     text = DEFAULT_CONFIG_PATH.read_text()
     for section, keys in SCHEMA.items():
         assert f"[{section}]" in text
