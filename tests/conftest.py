@@ -94,3 +94,21 @@ def scripted():
     engine.start()
     yield engine, prover, spans
     engine.shutdown(timeout=5)
+
+
+@pytest.fixture
+def engine(scripted):
+    """The scripted engine of ``scripted``."""
+    return scripted[0]
+
+
+@pytest.fixture
+def prover(scripted):
+    """The ScriptedProver driving ``engine``: hold, delay or fail its steps."""
+    return scripted[1]
+
+
+@pytest.fixture
+def spans(scripted):
+    """The in-memory span exporter of ``engine``."""
+    return scripted[2]

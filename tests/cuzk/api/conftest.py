@@ -6,7 +6,6 @@ import warnings
 from collections.abc import Iterator
 
 import pytest
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from starlette.exceptions import StarletteDeprecationWarning
 
 with warnings.catch_warnings():  # it nags that httpx should be httpx2; irrelevant here
@@ -16,22 +15,6 @@ with warnings.catch_warnings():  # it nags that httpx should be httpx2; irreleva
 from cuzk.api.app import create_app
 from cuzk.config import Config
 from cuzk.engine.engine import Engine
-from cuzk.engine.testing import ScriptedProver
-
-
-@pytest.fixture
-def spans(scripted) -> InMemorySpanExporter:
-    return scripted[2]
-
-
-@pytest.fixture
-def prover(scripted) -> ScriptedProver:
-    return scripted[1]
-
-
-@pytest.fixture
-def engine(scripted) -> Engine:
-    return scripted[0]
 
 
 @pytest.fixture

@@ -19,17 +19,6 @@ with warnings.catch_warnings():  # it nags that httpx should be httpx2; irreleva
 from cuzk.api.app import create_app
 from cuzk.config import Config
 from cuzk.engine.engine import Engine
-from cuzk.engine.testing import ScriptedProver
-
-
-@pytest.fixture
-def prover(scripted) -> ScriptedProver:
-    return scripted[1]
-
-
-@pytest.fixture
-def engine(scripted) -> Engine:
-    return scripted[0]
 
 
 @pytest.fixture
