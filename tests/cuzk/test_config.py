@@ -323,7 +323,7 @@ def test_byte_sizes(text: object, value: int) -> None:
 
 
 def test_engine_settings_from_config(tmp_path: Path, bundled: list[SimpleNamespace]) -> None:
-    settings_mod = pytest.importorskip("cuzk.engine.settings")
+    from cuzk.engine import settings as settings_mod
     p = write(
         tmp_path,
         "[engine]\nbackend='cpu'\ngpu_workers_per_device=3\nsynthesis_threads=5\n"
