@@ -3,7 +3,7 @@
 ``Engine`` is the facade (docs/interfaces.md); ``ProverBackend`` the seam to a prover.
 """
 
-from cuzk.engine.backend import KeyHandle, MemoryEstimate, ProofResult, ProverBackend
+from cuzk.engine.backend import KeyHandle, PartitionMemory, ProofResult, ProverBackend
 from cuzk.engine.engine import Engine, EngineNotRunning
 from cuzk.engine.jobs import Job, Partition
 from cuzk.engine.settings import EngineSettings, ProofKindSettings, default_proof_kinds
@@ -14,8 +14,8 @@ __all__ = [
     "EngineSettings",
     "Job",
     "KeyHandle",
-    "MemoryEstimate",
     "Partition",
+    "PartitionMemory",
     "ProofKindSettings",
     "ProofResult",
     "ProverBackend",

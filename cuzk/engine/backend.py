@@ -12,13 +12,14 @@ from typing import Any, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
-class MemoryEstimate:
-    """Host bytes one partition needs; ``abc_bytes`` is the part freed right after the GPU phase."""
+class PartitionMemory:
+    """What one partition reserves: ``partition_bytes`` of host memory before synthesis (its
+    ``abc_bytes`` part freed right after the GPU phase, the rest after finalize), and
+    ``device_bytes`` on the worker's device for the GPU phase (0 on the CPU backend)."""
 
-    synthesis_bytes: int
+    partition_bytes: int
     abc_bytes: int
-    gpu_bytes: int
-    finalize_bytes: int
+    device_bytes: int
 
 
 @dataclass
@@ -33,7 +34,7 @@ class KeyHandle:
     key: Any
     host_bytes: int
     device_bytes: int
-    estimate: MemoryEstimate
+    estimate: PartitionMemory
     sizes: Mapping[str, int] = field(default_factory=dict)
 
 

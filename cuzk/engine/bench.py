@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from cuzk.engine.backend import MemoryEstimate, ProverBackend
+from cuzk.engine.backend import PartitionMemory, ProverBackend
 from cuzk.engine.engine import Engine
 from cuzk.engine.settings import EngineSettings, default_proof_kinds
 
@@ -90,7 +90,7 @@ def scripted_prover(scale: float = 1.0) -> ProverBackend:
     """A prover double that sleeps like a pipeline whose GPU phase is the bottleneck."""
     from cuzk.engine.testing import ScriptedKind, ScriptedProver
 
-    est = MemoryEstimate(1 << 20, 600 << 10, 0, 400 << 10)
+    est = PartitionMemory(1 << 20, 600 << 10, 0)
     prover = ScriptedProver({k: ScriptedKind(host_bytes=8 << 20, estimate=est)
                              for k in SCRIPTED_SCALE})
 

@@ -159,9 +159,9 @@ class Pipeline:
         try:
             p.key = self.keys.acquire(job.proof_kind, job.priority)
             est = p.key.handle.estimate
-            mem_span.set_attribute("cuzk.memory.bytes", est.synthesis_bytes)
+            mem_span.set_attribute("cuzk.memory.bytes", est.partition_bytes)
             p.reservation = self.host.reserve(
-                est.synthesis_bytes, PARTITION_CONSUMER, job.priority,
+                est.partition_bytes, PARTITION_CONSUMER, job.priority,
                 abort=lambda: job.terminal)
             self.metrics.observe_memory_wait(PARTITION_CONSUMER, p.reservation.waited_s)
         except ReservationAborted:
@@ -205,10 +205,10 @@ class Pipeline:
             return self._abandon(p)
         est = p.key.handle.estimate
         budget = self.device_budgets.get(worker.device)
-        if budget is not None and est.gpu_bytes:
+        if budget is not None and est.device_bytes:
             try:
                 st.device_reservation = budget.reserve(
-                    est.gpu_bytes, GPU_CONSUMER, job.priority, abort=lambda: job.terminal)
+                    est.device_bytes, GPU_CONSUMER, job.priority, abort=lambda: job.terminal)
             except ReservationAborted:
                 return self._abandon(p)
             except Exception as exc:

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cuzk.engine.backend import KeyHandle, MemoryEstimate, ProofResult
+from cuzk.engine.backend import KeyHandle, PartitionMemory, ProofResult
 from cuzk.engine.settings import EngineSettings, ProofKindSettings
 from cuzk.errors import UnknownProofKind
 
@@ -158,11 +158,10 @@ class RealProver:
             key=_Key(key, circuit),
             host_bytes=int(key.host_bytes),
             device_bytes=device_bytes,
-            estimate=MemoryEstimate(
-                synthesis_bytes=int(est.reservation_bytes),
+            estimate=PartitionMemory(
+                partition_bytes=int(est.reservation_bytes),
                 abc_bytes=int(est.abc_bytes),
-                gpu_bytes=working,  # device bytes; the host part is in the reservation
-                finalize_bytes=int(est.finalize_bytes),
+                device_bytes=working,  # the host side of the GPU phase is in the reservation
             ),
             sizes={
                 "vars": int(sizes.n_vars),

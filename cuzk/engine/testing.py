@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cuzk.engine.backend import KeyHandle, MemoryEstimate, ProofResult
+from cuzk.engine.backend import KeyHandle, PartitionMemory, ProofResult
 
 STEPS = ("load_key", "synthesize", "gpu", "finalize")
 Match = Callable[[Mapping[str, Any]], bool] | str | None
@@ -23,7 +23,7 @@ Delay = float | Callable[[Mapping[str, Any]], float]
 class ScriptedKind:
     host_bytes: int = 1_000
     device_bytes: int = 0
-    estimate: MemoryEstimate = field(default_factory=lambda: MemoryEstimate(100, 60, 10, 40))
+    estimate: PartitionMemory = field(default_factory=lambda: PartitionMemory(100, 60, 10))
     sizes: dict[str, int] = field(
         default_factory=lambda: {"vars": 9, "public": 1, "domain_size": 16, "coefficients": 20})
 
