@@ -9,7 +9,7 @@ import numpy as np
 
 from cuzk.errors import FormatError, WitnessError
 from cuzk.formats.r1cs import MATRIX_C, R1CS, read_r1cs
-from cuzk.formats.zkey import encode_coefficients
+from cuzk.formats.zkey import S_COEFS, coefficients_from_r1cs, encode_coefficients
 from cuzk.prover.keys import ProvingKey
 from cuzk.witness.wasm import WitnessCalculator
 from kernels import qap
@@ -47,7 +47,40 @@ class Circuit:
         return self.calculator.calculate(inputs)
 
     def check_key(self, key: ProvingKey) -> None:
-        """Refuse a zkey made for another circuit before it produces a proof that cannot verify."""
+        """Refuse a zkey made for another circuit, or whose constraint coefficients were
+        corrupted, before it produces a proof that cannot verify (or blames the witness)."""
+        self.check_key_sizes(key)
+        self.check_key_coefficients(key)
+
+    def check_key_coefficients(self, key: ProvingKey) -> None:
+        """Section 4 must be exactly what a Groth16 setup derives from this r1cs (snarkjs and
+        ``cuzk keygen`` write the same bytes), so a difference is the key's fault."""
+        expected = coefficients_from_r1cs(self.r1cs)
+        got = key.zkey.coeffs
+        where = f"section {S_COEFS} (coefficients)"
+        if len(got) != len(expected):
+            raise FormatError(
+                key.path,
+                f"{where}: {len(got)} coefficients, but circuit {self.name} "
+                f"({self.r1cs.path}) needs {len(expected)}: the key is for another circuit",
+            )
+        raw_got = np.ascontiguousarray(got).view(np.uint8).reshape(len(got), -1)
+        raw_exp = expected.view(np.uint8).reshape(len(expected), -1)
+        bad = np.flatnonzero((raw_got != raw_exp).any(axis=1))
+        if bad.size:
+            i = int(bad[0])
+            e = expected[i]
+            matrix = "AB"[int(e["matrix"])] if int(e["matrix"]) < 2 else str(int(e["matrix"]))
+            raise FormatError(
+                key.path,
+                f"{where}: {bad.size} of {len(expected)} entries disagree with "
+                f"{self.r1cs.path}, the first is entry {i} (matrix {matrix}, constraint "
+                f"{int(e['constraint'])}, signal {int(e['signal'])}): the key is corrupt or "
+                "was made for another circuit",
+            )
+
+    def check_key_sizes(self, key: ProvingKey) -> None:
+        """Curve, signal counts and domain of the key against the circuit's r1cs."""
         r, s = self.r1cs, key.sizes
         problems = []
         if key.curve is not r.curve:
