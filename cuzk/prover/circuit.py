@@ -9,6 +9,7 @@ import numpy as np
 
 from cuzk.errors import FormatError, WitnessError
 from cuzk.formats.r1cs import MATRIX_C, R1CS, read_r1cs
+from cuzk.formats.wtns import Witness
 from cuzk.formats.zkey import S_COEFS, coefficients_from_r1cs, encode_coefficients
 from cuzk.prover.keys import ProvingKey
 from cuzk.witness.wasm import WitnessCalculator
@@ -16,13 +17,17 @@ from kernels import qap
 
 
 class Circuit:
-    def __init__(self, name: str, r1cs: R1CS, calculator: WitnessCalculator) -> None:
-        if calculator.n_vars != r1cs.n_wires:
+    """``calculator`` None: a circuit proven from ready witnesses (``.wtns``) only."""
+
+    def __init__(self, name: str, r1cs: R1CS, calculator: WitnessCalculator | None) -> None:
+        if calculator is None:
+            pass
+        elif calculator.n_vars != r1cs.n_wires:
             raise FormatError(
                 calculator.path,
                 f"computes {calculator.n_vars} signals but {r1cs.path} has {r1cs.n_wires}",
             )
-        if calculator.curve is not r1cs.curve:
+        elif calculator.curve is not r1cs.curve:
             raise FormatError(
                 calculator.path,
                 f"is for {calculator.curve.name}, {r1cs.path} for {r1cs.curve.name}",
@@ -39,12 +44,32 @@ class Circuit:
         self._c_matrix = np.zeros(len(c_terms), dtype=np.uint32)
 
     @classmethod
-    def load(cls, r1cs_path: str | Path, wasm_path: str | Path, name: str | None = None) -> Circuit:
+    def load(
+        cls, r1cs_path: str | Path, wasm_path: str | Path | None, name: str | None = None
+    ) -> Circuit:
         r1cs = read_r1cs(r1cs_path)
-        return cls(name or Path(r1cs_path).stem, r1cs, WitnessCalculator(wasm_path))
+        calculator = WitnessCalculator(wasm_path) if wasm_path is not None else None
+        return cls(name or Path(r1cs_path).stem, r1cs, calculator)
 
     def calculate_witness(self, inputs: dict[str, Any]) -> np.ndarray:
+        if self.calculator is None:
+            raise WitnessError(f"circuit {self.name} has no witness generator (.wasm)")
         return self.calculator.calculate(inputs)
+
+    def check_witness(self, witness: Witness, source: object) -> np.ndarray:
+        """A witness from any generator (a ``.wtns``) against this circuit: curve and length."""
+        if witness.curve is not self.r1cs.curve:
+            raise FormatError(
+                source,
+                f"is a {witness.curve.name} witness, circuit {self.name} is {self.r1cs.curve.name}",
+            )
+        if len(witness) != self.r1cs.n_wires:
+            raise FormatError(
+                source,
+                f"has {len(witness)} signals, circuit {self.name} ({self.r1cs.path}) "
+                f"has {self.r1cs.n_wires}: a witness of another circuit",
+            )
+        return np.ascontiguousarray(witness.values, dtype=np.uint32)
 
     def check_key(self, key: ProvingKey) -> None:
         """Refuse a zkey made for another circuit, or whose constraint coefficients were
