@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cuzk.config import PRIORITIES
 from cuzk.errors import CuzkError
+from cuzk.protocol import DEFAULT_PRIORITY, PRIORITIES
 
 DEFAULT_CONFIG = Path("cuzk.toml")
 
@@ -47,7 +47,7 @@ def register(subparsers: Any) -> None:
     _files(add, zkey_required=False)
     add.add_argument("--partitions", type=int, default=1, help="partitions per job (default 1)")
     add.add_argument(
-        "--priority", choices=PRIORITIES, default="normal", help="default priority (normal)"
+        "--priority", choices=PRIORITIES, default=DEFAULT_PRIORITY, help="default priority"
     )
     add.add_argument(
         "--sample-input", type=Path, help="input JSON `cuzk submit NAME` sends without --input"
