@@ -10,7 +10,10 @@ malformed JSON, a body that is not an object, missing/unknown/mistyped fields, t
 of partition inputs, a bad ``?wait``; 404 unknown job id, unknown proof kind (on submit too,
 since the kind names a resource), unknown route; 405 wrong method; 413 body over
 ``server.max_body_bytes`` (refused while reading); 422 inputs the witness generator rejects;
-507 a partition larger than the whole memory budget; 500 anything unexpected.
+507 a partition larger than the whole memory budget; 500 a corrupt server-side file (naming it)
+or anything unexpected. In front of the routes: 401 without the bearer token when one is
+configured (``cuzk.api.auth``), 503 past ``server.max_requests_in_flight`` (``cuzk.api.limits``);
+below them, 408 and closed connections for slow clients (``cuzk.api.server``).
 """
 
 from __future__ import annotations

@@ -106,7 +106,7 @@ class GuardedH11Protocol(H11Protocol):
         if self.transport.is_closing():
             return
         client = f"{self.client[0]}:{self.client[1]}" if self.client else "a client"
-        log.info("closing the connection from %s: %s", client, why)
+        log.debug("closing the connection from %s: %s", client, why)
         if response is not None:
             self.transport.write(response)
         if self.cycle is not None and not self.cycle.response_complete:
