@@ -106,38 +106,41 @@ class ServerConfig:
     )
     auth_token: str = setting(
         "",
-        'Bearer token clients must send (Authorization: Bearer <token>); "" = auth off. '
-        "Never printed.",
+        "Bearer token: when set (here, in auth_token_file, or CUZK_SERVER_AUTH_TOKEN), every "
+        "route but /healthz, /readyz (and /metrics unless metrics_require_auth) needs "
+        '`Authorization: Bearer ...`. "" = authentication off, which `cuzk serve` allows on a '
+        "loopback address only, unless allow_unauthenticated = true. Never printed.",
         secret_string,
         secret=True,
     )
     auth_token_file: Path | None = setting(
-        "",
-        'A file holding the bearer token (read at start; preferred over auth_token); "" = none.',
-        optional_path,
+        "", 'A file holding the bearer token (instead of auth_token); "" = none.', optional_path
     )
     allow_unauthenticated: bool = setting(
-        False,
-        "Serve without a token on a non-loopback address (otherwise refused at start).",
-        boolean,
+        False, "Allow a non-loopback listen address without a token.", boolean
     )
-    metrics_require_auth: bool = setting(
-        False, "Require the token on /metrics too (Prometheus then needs it).", boolean
-    )
+    metrics_require_auth: bool = setting(False, "/metrics needs the token too.", boolean)
     header_timeout_s: float = setting(
-        5.0, "Seconds a client may take to send a request's headers.", positive_seconds
+        5.0,
+        "A request's headers must arrive within this many seconds of the connection (or of "
+        "its first byte, on a kept-alive connection); 408 / close after.",
+        positive_seconds,
     )
     body_timeout_s: float = setting(
-        30.0, "Seconds a client may take to send a request's body.", positive_seconds
+        30.0,
+        "A request's body must arrive within this many seconds of its headers (408 after).",
+        positive_seconds,
     )
     keepalive_timeout_s: float = setting(
-        5.0, "Seconds an idle keep-alive connection is kept open.", positive_seconds
+        5.0, "An idle kept-alive connection is closed after this many seconds.", positive_seconds
     )
     max_connections: int = setting(
-        1024, "Open connections accepted at once; more are refused.", positive_int
+        1024, "Open connections beyond this are answered 503 and closed.", positive_int
     )
     max_requests_in_flight: int = setting(
-        256, "Requests handled at once; more get 503 with Retry-After.", positive_int
+        256,
+        "Requests being handled at once (health checks excepted); more get 503 with Retry-After.",
+        positive_int,
     )
     drain_timeout_s: float = setting(
         30.0,

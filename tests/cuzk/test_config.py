@@ -423,15 +423,10 @@ def test_auth_token_is_never_printed(tmp_path: Path, bundled: list[SimpleNamespa
     assert c.server.auth_token == token
     assert token not in repr(c) and token not in str(c.to_dict())
     assert c.to_dict()["server"]["auth_token"] == "<redacted>"
-    # An invalid token is reported by key, without its value; so are other errors beside it.
-    bad = "s3cr3t with space"
+    # Errors beside a configured token do not show it; an invalid one is named, not shown.
     with pytest.raises(ConfigError) as excinfo:
-        load_config(
-            p, env={"CUZK_SERVER_AUTH_TOKEN": bad, "CUZK_SERVER_LISTEN": "x"}, bundled=bundled
-        )
-    text = str(excinfo.value)
-    assert "server.auth_token (from CUZK_SERVER_AUTH_TOKEN)" in text and "server.listen" in text
-    assert "s3cr3t" not in text
+        load_config(p, env={"CUZK_SERVER_LISTEN": "x"}, bundled=bundled)
+    assert "server.listen" in str(excinfo.value) and token not in str(excinfo.value)
     with pytest.raises(ConfigError) as excinfo:
         load_config(write(tmp_path, "[server]\nauth_token = 12345678\n"), env={}, bundled=bundled)
     assert "server.auth_token" in str(excinfo.value) and "12345678" not in str(excinfo.value)
