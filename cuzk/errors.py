@@ -38,16 +38,6 @@ class UnknownJob(InputError):
     http_status = 404
 
 
-class ProvingKeyError(CuzkError):
-    """The server's proving key of a proof kind is corrupt or belongs to another circuit.
-
-    Not the client's fault: the kind cannot be proven until the operator replaces the key, so
-    the API answers 503 with this message (which names the file and the section).
-    """
-
-    http_status = 503
-
-
 class MemoryRequestTooLarge(CuzkError):
     """A reservation larger than the whole memory budget: it could never be granted."""
 

@@ -140,8 +140,17 @@ _SCHEMAS: dict[str, Any] = {
         "type": "object",
         "description": "snarkjs's verification_key.json (what `snarkjs zkey export"
         " verificationkey` writes, vk_alphabeta_12 included), for `snarkjs groth16 verify`.",
-        "required": ["protocol", "curve", "nPublic", "vk_alpha_1", "vk_beta_2", "vk_gamma_2",
-                     "vk_delta_2", "vk_alphabeta_12", "IC"],
+        "required": [
+            "protocol",
+            "curve",
+            "nPublic",
+            "vk_alpha_1",
+            "vk_beta_2",
+            "vk_gamma_2",
+            "vk_delta_2",
+            "vk_alphabeta_12",
+            "IC",
+        ],
         "additionalProperties": True,
         "properties": {
             "protocol": {"const": "groth16"},
@@ -264,7 +273,10 @@ def openapi_schema() -> dict[str, Any]:
                     "responses": {
                         "200": _json(_ref("VerificationKey"), "snarkjs verification_key.json."),
                         "404": _error("Unknown proof kind."),
-                        "503": _error("The kind's proving key is corrupt or for another circuit."),
+                        "500": _error(
+                            "The kind's proving key is corrupt or for another circuit"
+                            " (the body names the file and the section)."
+                        ),
                     },
                 },
             },
@@ -287,7 +299,10 @@ def openapi_schema() -> dict[str, Any]:
                     "responses": {
                         "200": _json(_ref("Circuit"), "The proof kind, key resident."),
                         "404": _error("Unknown proof kind."),
-                        "503": _error("The kind's proving key is corrupt or for another circuit."),
+                        "500": _error(
+                            "The kind's proving key is corrupt or for another circuit"
+                            " (the body names the file and the section)."
+                        ),
                     },
                 },
             },

@@ -20,7 +20,7 @@ from typing import Any
 
 from cuzk.engine.backend import KeyHandle, PartitionMemory, ProofResult
 from cuzk.engine.settings import EngineSettings, ProofKindSettings
-from cuzk.errors import FormatError, ProvingKeyError, UnknownProofKind
+from cuzk.errors import UnknownProofKind
 
 log = logging.getLogger(__name__)
 
@@ -152,24 +152,18 @@ class RealProver:
         cached = self._vks.get(proof_kind)
         if cached is not None and cached[0] == stamp:
             return cached[1]
-        try:
-            vk = read_verification_key(path).to_json()
-        except FormatError as e:
-            raise ProvingKeyError(f"proof kind {proof_kind}: {e}") from None
+        vk = read_verification_key(path).to_json()  # FormatError names file and section
         self._vks[proof_kind] = (stamp, vk)
         return vk
 
     def load_key(self, proof_kind: str) -> KeyHandle:
         """Load the kind's zkey and check it against the circuit (curve, sizes, every point,
-        the coefficients): a broken key is ProvingKeyError naming the file and section."""
+        the coefficients): a broken key is a FormatError naming the file and section."""
         from cuzk.prover import ProvingKey, estimate_memory
 
         circuit = self.circuit(proof_kind)
-        try:
-            key = ProvingKey.load(self.zkey_path(proof_kind))
-            circuit.check_key(key)
-        except FormatError as e:
-            raise ProvingKeyError(f"proof kind {proof_kind}: {e}") from None
+        key = ProvingKey.load(self.zkey_path(proof_kind))
+        circuit.check_key(key)
         device_bytes = working = 0
         for backend in self._backends.values():
             device_bytes = max(device_bytes, int(backend.upload_key(key) or 0))

@@ -1,6 +1,6 @@
 """The API over the real prover with a custom proof kind (the snarkjs-made tiny circuit): its
-verification key served, its sample input served, a broken key answered with 5xx JSON naming
-the file and the section, never 202 followed by a puzzling failure or a 422 blaming the client."""
+verification key served, its sample input served, a broken key answered with 500 JSON naming
+the file and the section (a server fault, never a 422 blaming the client)."""
 
 from __future__ import annotations
 
@@ -90,16 +90,17 @@ def test_no_sample_input_is_404_saying_so(tmp_path: Path):
 
 
 @pytest.mark.parametrize("section", [3, 7])
-def test_broken_key_is_503_naming_file_and_section(tmp_path: Path, section: int):
+def test_broken_key_is_500_naming_file_and_section(tmp_path: Path, section: int):
     bad = corrupt(ZKEY, tmp_path / "bad.zkey", section)
     engine, app = _app(tmp_path, bad)
     try:
         with TestClient(app, raise_server_exceptions=False) as client:
             r = client.post("/v1/keys/tiny/preload")
-            assert r.status_code == 503, r.text
-            error = r.json()["error"]
-            assert error.startswith(f"proof kind tiny: {bad}: section {section} (")
-            assert "the key is corrupt" in error
+            assert r.status_code == 500, r.text
+            body = r.json()
+            assert (body["file"], body["section"]) == (str(bad), section)
+            assert f"{bad}: section {section} (" in body["error"]
+            assert "the key is corrupt" in body["error"]
             # A job on it fails with the same reason (not a witness complaint).
             sample = json.loads(INPUT.read_text())
             r = client.post("/v1/proofs", json={"proof_kind": "tiny", "inputs": [sample] * 2})
@@ -109,19 +110,20 @@ def test_broken_key_is_503_naming_file_and_section(tmp_path: Path, section: int)
             assert f"section {section} (" in job["error"] and "witness" not in job["error"]
             if section == 3:  # the vk lives in sections 2 and 3
                 r = client.get("/v1/circuits/tiny/verification_key")
-                assert r.status_code == 503 and "section 3 (IC)" in r.json()["error"]
+                assert r.status_code == 500 and "section 3 (IC)" in r.json()["error"]
     finally:
         engine.shutdown(timeout=10)
 
 
-def test_key_of_another_circuit_is_503(tmp_path: Path, bundled):
+def test_key_of_another_circuit_is_500(tmp_path: Path, bundled):
     other = tmp_path / "other.zkey"
     shutil.copy(bundled("winning-post").zkey_path, other)
     engine, app = _app(tmp_path, other)
     try:
         with TestClient(app) as client:
             r = client.post("/v1/keys/tiny/preload")
-        assert r.status_code == 503
+        assert r.status_code == 500
+        assert r.json()["file"] == str(other)
         assert "is not a key for circuit tiny" in r.json()["error"]
     finally:
         engine.shutdown(timeout=10)
