@@ -207,7 +207,7 @@ class JournalConfig:
     )
 
 
-def _proof_kind_name_problem(name: str) -> str | None:
+def _proof_kind_name(name: str) -> str | None:
     """Proof kind names are labels and URL path parts: keep them plain."""
     if re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,63}", name):
         return None
@@ -426,7 +426,7 @@ def load_config(
                 problems.append("proof_kinds: must be a table of [proof_kinds.<name>] tables")
                 continue
             for name, ktable in table.items():
-                if (msg := _proof_kind_name_problem(name)) is not None:
+                if (msg := _proof_kind_name(name)) is not None:
                     problems.append(f"proof_kinds.{name}: {msg}")
                     continue
                 if not isinstance(ktable, dict):
