@@ -57,6 +57,7 @@ def _toolchain() -> dict[str, str]:
 
 
 def build(out: Path, jobs: int, names: list[str] | None = None) -> dict:
+    sources = aot.source_hash()               # before compiling: what the kernels are built from
     specs = ptx.kernel_specs()
     wanted = [s.name for s in specs if names is None or s.name in names]
     unknown = set(names or []) - {s.name for s in specs}
@@ -96,7 +97,9 @@ def build(out: Path, jobs: int, names: list[str] | None = None) -> dict:
             print(f"{name:20s} {res['registers']:4d} regs {res['stack_bytes']:5d} B stack "
                   f"{res['spill_stores']:4d}/{res['spill_loads']:<4d} B spill st/ld  "
                   f"NVVM {secs:5.1f}s ptxas {ptxas_s:4.1f}s", flush=True)
-    manifest = {"format": aot.FORMAT, "arch": ptx.ARCH, "source_sha256": aot.source_hash(),
+    if aot.source_hash() != sources:
+        raise SystemExit("kernel sources changed during the build; run it again")
+    manifest = {"format": aot.FORMAT, "arch": ptx.ARCH, "source_sha256": sources,
                 "sources": list(aot.SOURCES), "toolchain": _toolchain(),
                 "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "build_seconds": round(time.perf_counter() - t_all, 1),

@@ -37,13 +37,16 @@ G1_SECTIONS = ("A", "B1", "C", "H")
 _FR_BYTES = 32
 
 
-def h_device_bytes(n: int) -> int:
+def h_device_bytes(n: int, twiddles: bool = True) -> int:
     """Device bytes alive at the peak of ``h_evaluations`` on a domain of n.
 
-    a, b, c as uploaded rows (3n) and limb-major copies (3n), the (n, 8) output (n) and the
-    twiddle table for the domain (n/2), Fr elements of 32 bytes each: 7.5 n x 32.
+    a, b, c as uploaded rows (3n) and limb-major copies (3n), the (n, 8) output (n) and, the
+    first time a domain this large is used, the twiddle table (n/2): 7.5 n Fr elements of 32
+    bytes. Plus the small power tables the twiddles and the coset shift are built from.
     """
-    return (7 * n + n // 2) * _FR_BYTES
+    half = 1 << ((max(n, 2).bit_length()) // 2 + 1)
+    tables = 4 * half * _FR_BYTES
+    return (7 * n + (n // 2 if twiddles else 0)) * _FR_BYTES + tables
 
 
 class CudaError(CuzkError):
