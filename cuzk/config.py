@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from cuzk.errors import CuzkError
+from cuzk.protocol import PRIORITIES
 
-PRIORITIES = ("critical", "high", "normal", "low")
 BACKENDS = ("auto", "cpu", "cuda")
 DEFAULT_LISTEN = "127.0.0.1:9820"
 DEFAULT_CONFIG_PATH = Path(__file__).parent / "default_config.toml"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from cuzk import __version__
-from cuzk.config import PRIORITIES
+from cuzk.protocol import PRIORITIES
 
 JOB_STATES = ["queued", "running", "succeeded", "failed", "cancelled"]
 PARTITION_PHASES = [

@@ -20,7 +20,7 @@ from rich.progress import (
 )
 
 from cuzk.cli._http import CliError, add_server_argument, make_client, request
-from cuzk.config import PRIORITIES
+from cuzk.protocol import PRIORITIES
 
 TERMINAL_STATES = ("succeeded", "failed", "cancelled")
 POLL_WAIT_SECONDS = 0.5

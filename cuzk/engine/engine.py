@@ -23,8 +23,9 @@ from cuzk.engine.jobs import ACTIVE_PHASES, JOB_OUTCOMES, Job, Partition
 from cuzk.engine.keys import KeyResidency
 from cuzk.engine.memory import MemoryBudget, auto_budget
 from cuzk.engine.pipeline import Pipeline
-from cuzk.engine.settings import PRIORITY_RANK, EngineSettings
+from cuzk.engine.settings import EngineSettings
 from cuzk.errors import CuzkError, InputError, UnknownJob, UnknownProofKind
+from cuzk.protocol import PRIORITY_RANK
 from cuzk.telemetry.metrics import EngineMetrics, MetricsSnapshot
 from cuzk.telemetry.tracing import SpanBook, build_tracer_provider, extract_context, trace_id_of
 

@@ -31,8 +31,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from cuzk.engine.settings import PRIORITY_RANK
 from cuzk.errors import MemoryRequestTooLarge
+from cuzk.protocol import PRIORITY_RANK
 
 GiB = 1 << 30
 T = TypeVar("T")
