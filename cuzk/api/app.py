@@ -10,7 +10,10 @@ malformed JSON, a body that is not an object, missing/unknown/mistyped fields, t
 of partition inputs, a bad ``?wait``; 404 unknown job id, unknown proof kind (on submit too,
 since the kind names a resource), unknown route; 405 wrong method; 413 body over
 ``server.max_body_bytes`` (refused while reading); 422 inputs the witness generator rejects;
-507 a partition larger than the whole memory budget; 500 anything unexpected.
+507 a partition larger than the whole memory budget; 500 a corrupt server-side file (naming it)
+or anything unexpected. In front of the routes: 401 without the bearer token when one is
+configured (``cuzk.api.auth``), 503 past ``server.max_requests_in_flight`` (``cuzk.api.limits``);
+below them, 408 and closed connections for slow clients (``cuzk.api.server``).
 """
 
 from __future__ import annotations
@@ -27,14 +30,18 @@ import anyio
 import anyio.to_thread
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from cuzk import __version__
+from cuzk.api.auth import BearerAuth, resolve_token
+from cuzk.api.limits import InFlightLimit
 from cuzk.api.openapi import openapi_schema
+from cuzk.api.signals import OversizeNumber, check_signal_values, parse_json_int
 from cuzk.config import PRIORITIES, Config
-from cuzk.errors import CuzkError, InputError, MemoryRequestTooLarge
+from cuzk.errors import CuzkError, FormatError, InputError, MemoryRequestTooLarge
 
 log = logging.getLogger("cuzk.api")
 
@@ -63,10 +70,22 @@ def error_response(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
+def server_file_fault(e: FormatError) -> JSONResponse:
+    """500 naming the server-side file (and section, when known) that is wrong."""
+    body: dict[str, Any] = {"error": f"server-side file fault: {e}", "file": e.path}
+    section = getattr(e, "section", None)
+    if section is not None:
+        body["section"] = section
+    body["problem"] = e.problem
+    return JSONResponse(body, status_code=500)
+
+
 def _json_type(value: object) -> str:
     """JSON's name for a value's type, for messages a client can act on."""
     if value is None:
         return "null"
+    if isinstance(value, OversizeNumber):
+        return "number"
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, (int, float)):
@@ -81,6 +100,8 @@ def _json_type(value: object) -> str:
 
 
 def _describe(value: object) -> str:
+    if isinstance(value, OversizeNumber):
+        return f"a number of {value.digits} digits"
     text = json.dumps(value) if not isinstance(value, (dict, list)) else _json_type(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
@@ -130,7 +151,7 @@ async def read_json_body(request: Request, limit: int) -> Any:
         raise ValueError(f"malformed JSON: {name} is not a JSON value")
 
     try:
-        return json.loads(text, parse_constant=no_constants)
+        return json.loads(text, parse_constant=no_constants, parse_int=parse_json_int)
     except json.JSONDecodeError as e:
         raise ApiError(
             400, f"malformed JSON: {e.msg} at line {e.lineno} column {e.colno}"
@@ -259,6 +280,10 @@ def create_app(engine: Any, config: Config | None = None) -> Starlette:
                 return await fn(request)
             except ApiError as e:
                 return error_response(e.status, e.message)
+            except FormatError as e:
+                # Clients never send files: a corrupt key or circuit is the server's fault.
+                log.error("server file fault on %s %s: %s", request.method, request.url.path, e)
+                return server_file_fault(e)
             except InputError as e:
                 return error_response(getattr(e, "http_status", 400), str(e))
             except MemoryRequestTooLarge as e:
@@ -284,6 +309,7 @@ def create_app(engine: Any, config: Config | None = None) -> Starlette:
         body = await read_json_body(request, body_limit)
         kind, inputs, request_id, priority = parse_submit(body)
         entry = kind_known(kind, await call(engine.circuits))
+        check_signal_values(inputs)
         partitions = entry.get("partitions")
         if isinstance(partitions, int) and len(inputs) != partitions:
             raise ApiError(
@@ -421,7 +447,17 @@ def create_app(engine: Any, config: Config | None = None) -> Starlette:
         Route("/readyz", readyz, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
     ]
-    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error})
+    middleware = [Middleware(InFlightLimit, limit=config.server.max_requests_in_flight)]
+    token = resolve_token(config.server)
+    if token is not None:
+        middleware.append(
+            Middleware(
+                BearerAuth, token=token, metrics_require_auth=config.server.metrics_require_auth
+            )
+        )
+    app = Starlette(
+        routes=routes, middleware=middleware, exception_handlers={HTTPException: http_error}
+    )
     app.state.engine = engine
     app.state.config = config
     return app

@@ -64,7 +64,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
-    with make_client(args.server) as client:
+    with make_client(args.server, token_file=args.token_file) as client:
         try:
             return submit(client, args, console=console, out=sys.stdout)
         except CliError as e:
