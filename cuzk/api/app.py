@@ -383,6 +383,25 @@ def create_app(engine: Any, config: Config | None = None) -> Starlette:
         return JSONResponse({**await key_entry(kind), **(result or {})})
 
     @endpoint
+    async def verification_key(request: Request) -> Response:
+        kind = request.path_params["proof_kind"]
+        kind_known(kind, await call(engine.circuits))
+        return JSONResponse(await call(engine.verification_key, kind))
+
+    @endpoint
+    async def sample_input(request: Request) -> Response:
+        kind = request.path_params["proof_kind"]
+        kind_known(kind, await call(engine.circuits))
+        configured = config.proof_kinds.get(kind)
+        path = configured.sample_input if configured is not None else None
+        if path is None:
+            raise ApiError(404, f"proof kind {kind!r} has no sample input (sample_input unset)")
+        try:
+            return JSONResponse(json.loads(await call(path.read_text)))
+        except (OSError, ValueError) as e:
+            raise ApiError(500, f"sample input of {kind!r} ({path}) is unreadable: {e}") from None
+
+    @endpoint
     async def pause_workers(request: Request) -> Response:
         await call(engine.pause_workers)
         return JSONResponse({"workers_paused": True})
@@ -438,6 +457,8 @@ def create_app(engine: Any, config: Config | None = None) -> Starlette:
         Route("/v1/proofs/{job_id}", cancel_proof, methods=["DELETE"]),
         Route("/v1/status", status, methods=["GET"]),
         Route("/v1/circuits", circuits, methods=["GET"]),
+        Route("/v1/circuits/{proof_kind}/verification_key", verification_key, methods=["GET"]),
+        Route("/v1/circuits/{proof_kind}/sample_input", sample_input, methods=["GET"]),
         Route("/v1/keys/{proof_kind}/preload", preload_key, methods=["POST"]),
         Route("/v1/keys/{proof_kind}", evict_key, methods=["DELETE"]),
         Route("/v1/workers/pause", pause_workers, methods=["POST"]),

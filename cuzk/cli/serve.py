@@ -65,8 +65,34 @@ def run(args: argparse.Namespace) -> int:
             shown["server"]["auth_token"] = "<redacted>"
         print(json.dumps(shown, indent=2))
         return 0
-    serve(config)
+    try:
+        serve(config)
+    except BrokenKey as e:
+        print(f"cuzk serve: refusing to start: {e}", file=sys.stderr)
+        return 2
     return 0
+
+
+class BrokenKey(Exception):
+    """A configured proving key failed its check at start."""
+
+
+def check_configured_keys(engine: Any, config: Config) -> None:
+    """Load every configured zkey now and check it against its circuit (curve, sizes, every
+    point, the coefficients); it stays resident. A broken key stops the server before it
+    accepts jobs it could never prove. Development keys (no zkey configured) are checked when
+    first loaded."""
+    from cuzk.errors import CuzkError
+
+    for name, kind in config.proof_kinds.items():
+        if kind.zkey is None:
+            continue
+        log.info("checking the proving key of %s: %s", name, kind.zkey)
+        try:
+            engine.preload(name)
+        except CuzkError as e:
+            text = str(e)
+            raise BrokenKey(text if name in text else f"proof kind {name}: {text}") from None
 
 
 def is_loopback(host: str) -> bool:
@@ -131,6 +157,7 @@ def serve(config: Config) -> None:
     engine = Engine(config.engine_settings())
     engine.start()
     try:
+        check_configured_keys(engine, config)
         app = create_app(engine, config)
         server = _Server(
             uvicorn_config(app, config),
