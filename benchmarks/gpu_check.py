@@ -201,7 +201,7 @@ def section_proofs(budget_s: float) -> dict[str, Any]:
 def section_engine(jobs: int) -> dict[str, Any]:
     from dataclasses import replace
 
-    from cuzk.engine import bench
+    from cuzk.cli import bench_engine as bench
     from cuzk.engine.real_prover import RealProver
     from cuzk.engine.settings import EngineSettings, default_proof_kinds
 

@@ -66,16 +66,22 @@ def serve(config: Config) -> None:
     """Start the engine, serve until SIGINT/SIGTERM, then shut the engine down."""
     from cuzk.api.app import create_app
     from cuzk.engine import Engine
+    from cuzk.telemetry.metrics import EngineMetrics
+    from cuzk.telemetry.tracing import build_tracer_provider
 
     logging.getLogger("cuzk").setLevel(logging.INFO)
     if config.telemetry.otlp_endpoint and not os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
         # The tracing setup reads the standard variables; the config key is another way in.
         os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = config.telemetry.otlp_endpoint
 
-    engine = Engine(config.engine_settings())
+    settings = config.engine_settings()
+    # The application owns the OpenTelemetry SDK and the metrics; the engine speaks the API.
+    provider = build_tracer_provider(settings.service_name) if settings.tracing_enabled else None
+    engine = Engine(settings, tracer_provider=provider)
+    metrics = EngineMetrics(engine) if config.telemetry.metrics else None
     engine.start()
     try:
-        app = create_app(engine, config)
+        app = create_app(engine, config, metrics=metrics)
         server = _Server(
             uvicorn.Config(
                 app,
@@ -95,6 +101,8 @@ def serve(config: Config) -> None:
     finally:
         log.info("shutting down the engine")
         engine.shutdown(timeout=30)
+        if provider is not None:
+            provider.shutdown()  # flushes the spans still batched for export
 
 
 class _Stop(Exception):

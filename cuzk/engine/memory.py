@@ -99,6 +99,10 @@ class Reservation:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Give back whatever is still held; does nothing once everything is released."""
         self.budget._release_rest(self)
 
     def __repr__(self) -> str:
@@ -111,6 +115,7 @@ class _Waiter:
     seq: int
     nbytes: int
     consumer: str
+    tag: object = None
 
 
 class MemoryBudget:
@@ -142,12 +147,14 @@ class MemoryBudget:
         on_evict: Callable[[Reservation], None] | None = None,
         pinned: bool = False,
         abort: Callable[[], bool] | None = None,
+        tag: object = None,
     ) -> Reservation:
         """Block until ``nbytes`` fit (evicting idle keys first), then hold them.
 
         ``pinned`` grants an evictable reservation already pinned, so nobody can evict it
         between the grant and the caller's first use. ``abort`` is re-checked on every wake-up
-        (see ``wake``); when true the waiter withdraws with ReservationAborted.
+        (see ``wake``); when true the waiter withdraws with ReservationAborted. ``tag`` names
+        who waits (the engine passes the partition) and is reported with the waiters.
 
         Raises MemoryRequestTooLarge at once if the request exceeds the budget, TimeoutError if
         ``timeout`` passes first (the waiter is withdrawn and the others re-examined).
@@ -164,7 +171,7 @@ class MemoryBudget:
         deadline = None if timeout is None else start + timeout
         victims: list[Reservation] = []
         me = _Waiter(PRIORITY_RANK.get(priority, len(PRIORITY_RANK)), next(self._ids), nbytes,
-                     consumer)
+                     consumer, tag)
         try:
             with self._cond:
                 self._waiters.append(me)
@@ -313,7 +320,8 @@ class MemoryBudget:
                 "free_bytes": self.total - self._reserved,
                 "reserved_by_consumer": by,
                 "waiters": [
-                    {"consumer": w.consumer, "bytes": w.nbytes, "priority_rank": w.rank}
+                    {"consumer": w.consumer, "bytes": w.nbytes, "priority_rank": w.rank,
+                     "tag": w.tag}
                     for w in self._waiters
                 ],
                 "evictions": self.evictions,
