@@ -201,6 +201,8 @@ class StatusInfo(TypedDict):
     """Every unfinished job, then the most recently finished ones."""
     memory: MemoryInfo
     keys: list[KeyInfo]
+    spans_open: int
+    """Engine spans not yet ended: 0 when idle (a leak check from outside)."""
     counters: CounterTotals
 
 

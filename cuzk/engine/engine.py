@@ -325,6 +325,16 @@ class Engine:
         rk = self.keys.preload(proof_kind, kind.priority)
         return {"proof_kind": proof_kind, "resident": True, "host_bytes": rk.host_bytes}
 
+    def verification_key(self, proof_kind: str) -> dict:
+        """The snarkjs-format verification key of the key this engine proves ``proof_kind``
+        with (from the prover backend; a backend without keys raises CuzkError)."""
+        if proof_kind not in self.settings.proof_kinds:
+            raise UnknownProofKind(f"unknown proof kind {proof_kind!r}")
+        export = getattr(self.prover, "verification_key", None)
+        if export is None:
+            raise CuzkError(f"the {type(self.prover).__name__} prover has no verification keys")
+        return export(proof_kind)
+
     def evict(self, proof_kind: str) -> dict:
         if proof_kind not in self.settings.proof_kinds:
             raise UnknownProofKind(f"unknown proof kind {proof_kind!r}")
@@ -410,6 +420,7 @@ class Engine:
             jobs_submitted=self.counters.get("jobs_submitted"),  # type: ignore[arg-type]
             jobs_completed=self.counters.get("jobs_completed"),  # type: ignore[arg-type]
             worker_partitions=self.counters.get("worker_partitions"),  # type: ignore[arg-type]
+            spans_open=len(self.spans.open_spans()),
         )
 
     def status(self) -> dict:

@@ -199,6 +199,7 @@ class EngineSnapshot:
     jobs_submitted: Mapping[str, int]
     jobs_completed: Mapping[tuple[str, str], int]  # (proof_kind, outcome)
     worker_partitions: Mapping[tuple[str, str, str], int]  # (worker, device, proof_kind)
+    spans_open: int  # engine spans not yet ended: 0 when idle (a leak check from outside)
 
     def to_wire(self) -> StatusInfo:
         phases: dict[str, dict[str, int]] = {}
@@ -224,6 +225,7 @@ class EngineSnapshot:
             "jobs": [j.to_wire() for j in self.jobs],
             "memory": memory,
             "keys": [k.to_wire() for k in self.keys],
+            "spans_open": self.spans_open,
             "counters": {
                 "jobs_submitted": dict(self.jobs_submitted),
                 "jobs_completed": {f"{k}/{s}": n for (k, s), n in self.jobs_completed.items()},

@@ -96,13 +96,15 @@ class Circuit:
             i = int(bad[0])
             e = expected[i]
             matrix = "AB"[int(e["matrix"])] if int(e["matrix"]) < 2 else str(int(e["matrix"]))
-            raise FormatError(
+            error = FormatError(
                 key.path,
                 f"{where}: {bad.size} of {len(expected)} entries disagree with "
                 f"{self.r1cs.path}, the first is entry {i} (matrix {matrix}, constraint "
                 f"{int(e['constraint'])}, signal {int(e['signal'])}): the key is corrupt or "
                 "was made for another circuit",
             )
+            error.section = S_COEFS
+            raise error
 
     def check_key_sizes(self, key: ProvingKey) -> None:
         """Curve, signal counts and domain of the key against the circuit's r1cs."""

@@ -75,7 +75,9 @@ class KeyPlace:
 
     def error(self, problem: str) -> FormatError:
         sid, name = _SECTIONS[self.array]
-        return FormatError(self.path, f"section {sid} ({name}): {problem}")
+        error = FormatError(self.path, f"section {sid} ({name}): {problem}")
+        error.section = sid  # the API reports it as its own field
+        return error
 
 
 def _header_point(path: object, curve: Curve, name: str, arr: np.ndarray, g2: bool):
