@@ -25,7 +25,7 @@ from cuzk.engine.counters import Counters
 from cuzk.engine.events import (
     EventBus,
     JobAccepted,
-    MemoryEvicted,
+    KeyEvicted,
     PartitionPhaseEnded,
     Subscriber,
     Subscription,
@@ -33,7 +33,7 @@ from cuzk.engine.events import (
 )
 from cuzk.engine.jobs import Job, Partition
 from cuzk.engine.keys import KeyResidency
-from cuzk.engine.memory import MemoryBudget, Reservation, auto_budget
+from cuzk.engine.memory import MemoryBudget, auto_budget
 from cuzk.engine.pipeline import Pipeline
 from cuzk.engine.settings import EngineSettings
 from cuzk.engine.snapshot import BudgetView, EngineSnapshot, JobView, KeyView, WaiterView
@@ -105,10 +105,10 @@ class Engine:
                 if known:
                     total = max(known - s.device_memory_safety_margin_bytes, known // 2)
             if total:
-                self.device_budgets[device] = MemoryBudget(total, device)
-        for budget in (self.host_budget, *self.device_budgets.values()):
-            budget.on_evicted = self._evicted
+                # One lock for all budgets: a partition's grant spans host and devices.
+                self.device_budgets[device] = MemoryBudget(total, device, self.host_budget.lock)
         self.keys = KeyResidency(prover, self.host_budget, self.device_budgets)
+        self.keys.on_evicted = self._evicted
 
         self.pipeline = Pipeline(
             s, prover, self.spans, self.events, self.counters, self.host_budget,
@@ -199,6 +199,7 @@ class Engine:
                 raise InputError(f"inputs[{i}] must be an object, not {type(item).__name__}")
         if request_id is not None and (not isinstance(request_id, str) or not request_id):
             raise InputError("request_id must be a non-empty string")
+        self._check_memory(proof_kind)
         check = getattr(self.prover, "check_inputs", None)
         if check is not None:  # bad signals are the caller's error (422), not a failed job later
             check(proof_kind, inputs)
@@ -230,6 +231,17 @@ class Engine:
             self.pipeline.enqueue(job)
         return job
 
+    def _check_memory(self, proof_kind: str) -> None:
+        """Refuse (PartitionTooLarge, HTTP 507) a kind whose partition can never fit: its key
+        plus its working memory exceed a whole budget. Figures the prover cannot give before
+        loading are checked at admission instead."""
+        try:
+            self.keys.need(proof_kind)
+        except Exception:  # no hint (missing key file, ...): the load will say what is wrong
+            log.debug("no memory figures for %s before loading", proof_kind, exc_info=True)
+            return
+        self.keys.check_fits(proof_kind)
+
     def _create_spans(self, job: Job, inputs: Sequence[Mapping[str, Any]], parent: Any) -> None:
         attrs = {
             "cuzk.job.id": job.id,
@@ -260,9 +272,9 @@ class Engine:
                 job.id, job.proof_kind, p.index, phase, seconds, job.trace_id,
                 job.trace_sampled))
 
-    def _evicted(self, r: Reservation) -> None:
+    def _evicted(self, proof_kind: str, to_make_room: bool) -> None:
         if self.events.active:
-            self.events.publish(MemoryEvicted(r.budget.name, r.consumer))
+            self.events.publish(KeyEvicted(proof_kind, to_make_room))
 
     def _job_settled(self, job: Job) -> None:
         """Every partition settled and the job concluded: end its span, retire it."""
@@ -391,17 +403,10 @@ class Engine:
                     k2 = (job.proof_kind, p.phase)
                     phases[k2] = phases.get(k2, 0) + 1
         views += [job.view() for job in finished]
-        keys = []
-        mono = time.monotonic()
-        for rk in self.keys.resident():
-            last = max((r.last_used for r in rk.reservations), default=mono)
-            keys.append(KeyView(
-                rk.proof_kind, rk.host_bytes, dict(rk.device_bytes),
-                sum(r.pins for r in rk.reservations[:1]), round(mono - last, 3), rk.loaded_at,
-                rk.evict_requested))
+        keys = [KeyView(**k) for k in self.keys.snapshot()]
         return EngineSnapshot(
             time=now,
-            uptime_s=0.0 if started is None else mono - started,
+            uptime_s=0.0 if started is None else time.monotonic() - started,
             version=__version__,
             backend=self.prover.name,
             paused=paused,

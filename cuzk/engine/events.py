@@ -87,11 +87,12 @@ class MemoryWaited:
 
 
 @dataclass(frozen=True, slots=True)
-class MemoryEvicted:
-    """An idle evictable reservation (a resident proving key) was evicted to make room."""
+class KeyEvicted:
+    """A resident proving key is gone: evicted to make room for others (``to_make_room``), or
+    by an operator or at shutdown."""
 
-    budget: str
-    consumer: str
+    proof_kind: str
+    to_make_room: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +129,7 @@ EngineEvent = (
     | PartitionFinalized
     | PartitionFailed
     | MemoryWaited
-    | MemoryEvicted
+    | KeyEvicted
     | WorkersPaused
     | JobSettled
 )

@@ -27,7 +27,7 @@ from cuzk.engine.events import (
     PartitionFinalized,
 )
 from cuzk.engine.jobs import Job, Partition, PhaseScope
-from cuzk.engine.keys import KeyResidency
+from cuzk.engine.keys import PARTITION_CONSUMER, KeyResidency
 from cuzk.engine.leases import GpuWorker
 from cuzk.engine.memory import MemoryBudget, ReservationAborted
 from cuzk.engine.queues import WorkQueue
@@ -37,7 +37,6 @@ from cuzk.protocol import PRIORITY_RANK
 
 log = logging.getLogger(__name__)
 
-PARTITION_CONSUMER = "partition"
 GPU_CONSUMER = "gpu_phase"
 
 
@@ -169,13 +168,12 @@ class Pipeline:
         st.synth_scope.close()  # type: ignore[union-attr]
         mem_span = self.spans.start("cuzk.memory.wait", p.span, self._attrs(p))
         try:
-            p.key = self.keys.acquire(job.proof_kind, job.priority)
-            est = p.key.handle.estimate
-            mem_span.set_attribute("cuzk.memory.bytes", est.partition_bytes)
+            # One grant: the key (pinned) and the working memory together, or nothing held
+            # while waiting (cuzk.engine.keys explains why).
             with p.open_phase("waiting_memory", nested=True):
-                p.reservation = self.host.reserve(
-                    est.partition_bytes, PARTITION_CONSUMER, job.priority,
-                    abort=lambda: job.terminal, tag=p)
+                p.key, p.reservation = self.keys.admit(
+                    job.proof_kind, job.priority, abort=lambda: job.terminal, tag=p)
+            mem_span.set_attribute("cuzk.memory.bytes", p.reservation.held)
             if self.bus.active:
                 self.bus.publish(MemoryWaited(
                     self.host.name, PARTITION_CONSUMER, p.reservation.waited_s))
@@ -221,8 +219,7 @@ class Pipeline:
         if budget is not None and est.device_bytes:
             try:
                 st.device_reservation = budget.reserve(
-                    est.device_bytes, GPU_CONSUMER, job.priority, abort=lambda: job.terminal,
-                    tag=p)
+                    est.device_bytes, GPU_CONSUMER, job.priority, abort=lambda: job.terminal)
                 if self.bus.active:
                     self.bus.publish(MemoryWaited(
                         budget.name, GPU_CONSUMER, st.device_reservation.waited_s))
