@@ -156,6 +156,26 @@ class RealProver:
         self._vks[proof_kind] = (stamp, vk)
         return vk
 
+    def partition_memory_hint(self, proof_kind: str) -> PartitionMemory:
+        """What a partition will reserve, from the zkey's header and point sections (read
+        memory-mapped, without building the key): the engine checks a kind fits its budget
+        before anything is loaded. The same figure load_key reports, on the host side."""
+        from cuzk.formats.zkey import read_zkey
+        from cuzk.prover import estimate_memory
+        from cuzk.prover.keys import CircuitSizes
+
+        zk = read_zkey(self.zkey_path(proof_kind), mmap=True)
+
+        def present(points: Any) -> int:
+            return int(points.reshape(points.shape[0], -1).any(axis=1).sum())
+
+        sizes = CircuitSizes(
+            n_vars=zk.n_vars, n_public=zk.n_public, domain_size=zk.domain_size,
+            n_coefficients=len(zk.coeffs), a_points=present(zk.a), b_points=present(zk.b1),
+            c_points=present(zk.c))
+        est = estimate_memory(sizes, gpu_on_host=self.name == "cpu")
+        return PartitionMemory(int(est.reservation_bytes), int(est.abc_bytes), 0)
+
     def load_key(self, proof_kind: str) -> KeyHandle:
         """Load the kind's zkey and check it against the circuit (curve, sizes, every point,
         the coefficients): a broken key is a FormatError naming the file and section."""
