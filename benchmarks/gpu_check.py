@@ -354,7 +354,7 @@ def section_engine(backend: str, jobs: int, workers: list[int],
                    kinds: list[str] | None = None, keys_dir: Path | None = None) -> dict[str, Any]:
     from dataclasses import replace
 
-    from cuzk.engine import bench
+    from cuzk.cli import bench_engine as bench
     from cuzk.engine.real_prover import RealProver
     from cuzk.engine.settings import EngineSettings, default_proof_kinds
 

@@ -145,6 +145,8 @@ def serve(config: Config) -> None:
     """Start the engine, serve until SIGINT/SIGTERM, then shut the engine down."""
     from cuzk.api.app import create_app
     from cuzk.engine import Engine
+    from cuzk.telemetry.metrics import EngineMetrics
+    from cuzk.telemetry.tracing import build_tracer_provider
 
     logging.getLogger("cuzk").setLevel(logging.INFO)
     if config.telemetry.otlp_endpoint and not os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
@@ -154,11 +156,15 @@ def serve(config: Config) -> None:
     token = check_exposure(config)
     banner = _auth_banner(config, token)
     (log.warning if token is None and not is_loopback(config.server.host) else log.info)(banner)
-    engine = Engine(config.engine_settings())
+    settings = config.engine_settings()
+    # The application owns the OpenTelemetry SDK and the metrics; the engine speaks the API.
+    provider = build_tracer_provider(settings.service_name) if settings.tracing_enabled else None
+    engine = Engine(settings, tracer_provider=provider)
+    metrics = EngineMetrics(engine) if config.telemetry.metrics else None
     engine.start()
     try:
         check_configured_keys(engine, config)
-        app = create_app(engine, config)
+        app = create_app(engine, config, metrics=metrics)
         server = _Server(
             uvicorn_config(app, config),
             config,
@@ -171,6 +177,8 @@ def serve(config: Config) -> None:
     finally:
         log.info("shutting down the engine")
         engine.shutdown(timeout=30)
+        if provider is not None:
+            provider.shutdown()  # flushes the spans still batched for export
 
 
 class _Stop(Exception):
