@@ -21,6 +21,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cuzk.engine.settings import (
+    DEFAULT_DRAIN_TIMEOUT_S,
+    DEFAULT_RETENTION_JOBS,
+    DEFAULT_RETENTION_S,
+)
 from cuzk.errors import CuzkError
 
 PRIORITIES = ("critical", "high", "normal", "low")
@@ -110,6 +115,20 @@ def _byte_size_or_auto(value: object, base: Path | None = None) -> int | None:
         ) from None
     if result == 0:
         raise ValueError(f'must be "auto" or a byte size > 0, {_got(value)}')
+    return result
+
+
+def seconds(value: object, base: Path | None = None) -> float:
+    """A duration in seconds: a number > 0 (an integer or a decimal, also as a string)."""
+    what = "a number of seconds > 0"
+    if isinstance(value, bool):
+        raise ValueError(f"must be {what}, {_got(value)}")
+    numeric = isinstance(value, str) and re.fullmatch(r"\s*\d+(?:\.\d+)?\s*", value)
+    if not (isinstance(value, int | float) or numeric):
+        raise ValueError(f"must be {what}, {_got(value)}")
+    result = float(value)  # type: ignore[arg-type]
+    if not 0 < result < float("inf"):
+        raise ValueError(f"must be {what}, {_got(value)}")
     return result
 
 
@@ -230,6 +249,21 @@ SCHEMA: dict[str, dict[str, _Key]] = {
         "max_body_bytes": _Key(
             byte_size, "8MiB", "largest request body accepted; larger ones get 413"
         ),
+        "drain_timeout_s": _Key(
+            seconds,
+            DEFAULT_DRAIN_TIMEOUT_S,
+            "on SIGTERM/SIGINT, how long partitions in flight may take to finish",
+        ),
+    },
+    "journal": {
+        "enabled": _Key(boolean, True, "journal accepted jobs so they survive a restart"),
+        "path": _Key(
+            _optional_path, "", "SQLite journal file; empty = $XDG_STATE_HOME/cuzk/journal.sqlite3"
+        ),
+        "retention_jobs": _Key(
+            positive_int, DEFAULT_RETENTION_JOBS, "finished jobs kept (newest first)"
+        ),
+        "retention_s": _Key(seconds, DEFAULT_RETENTION_S, "seconds a finished job is kept"),
     },
     "engine": {
         "backend": _Key(
@@ -286,6 +320,7 @@ PROOF_KIND_SCHEMA: dict[str, _Key] = {
 class ServerConfig:
     listen: str = DEFAULT_LISTEN
     max_body_bytes: int = 8 * 2**20
+    drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S
 
     @property
     def host(self) -> str:
@@ -312,6 +347,22 @@ class EngineConfig:
 
 
 @dataclass(frozen=True)
+class JournalConfig:
+    enabled: bool = True
+    path: Path | None = None  # None: default_journal_path() when the engine starts
+    retention_jobs: int = DEFAULT_RETENTION_JOBS
+    retention_s: float = DEFAULT_RETENTION_S
+
+    def resolved_path(self) -> Path | None:
+        """The journal file the engine opens, or None when the journal is disabled."""
+        if not self.enabled:
+            return None
+        from cuzk.engine.journal import default_journal_path
+
+        return self.path or default_journal_path()
+
+
+@dataclass(frozen=True)
 class TelemetryConfig:
     service_name: str = "cuzk"
     metrics: bool = True
@@ -335,6 +386,7 @@ class ProofKindConfig:
 class Config:
     server: ServerConfig = field(default_factory=ServerConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
+    journal: JournalConfig = field(default_factory=JournalConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     proof_kinds: dict[str, ProofKindConfig] = field(default_factory=dict)
     source: Path | None = None  # the TOML file, if any
@@ -388,6 +440,9 @@ def engine_settings(config: Config) -> Any:
         "metrics_enabled": config.telemetry.metrics,
         "tracing_enabled": config.telemetry.tracing,
         "service_name": config.telemetry.service_name,
+        "journal_path": config.journal.resolved_path(),
+        "job_retention": config.journal.retention_jobs,
+        "job_retention_s": config.journal.retention_s,
         "proof_kinds": {
             name: ProofKindSettings(
                 name=name,
@@ -620,6 +675,7 @@ def load_config(
     return Config(
         server=ServerConfig(**parsed["server"]),
         engine=EngineConfig(**parsed["engine"]),
+        journal=JournalConfig(**parsed["journal"]),
         telemetry=TelemetryConfig(**parsed["telemetry"]),
         proof_kinds=kinds,
         source=source,

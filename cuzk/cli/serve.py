@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
 import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+import time
 from typing import Any
 
 import uvicorn
@@ -58,22 +57,40 @@ def run(args: argparse.Namespace) -> int:
     if args.print_config:
         print(json.dumps(config.to_dict(), indent=2))
         return 0
-    serve(config)
-    return 0
+    return serve(config)
 
 
-def serve(config: Config) -> None:
-    """Start the engine, serve until SIGINT/SIGTERM, then shut the engine down."""
+def serve(config: Config) -> int:
+    """Start the engine (recovering the journal), serve until SIGINT/SIGTERM, drain, exit 0.
+
+    Returns 2 without serving when the journal cannot be used (the message says why).
+    """
     from cuzk.api.app import create_app
     from cuzk.engine import Engine
+    from cuzk.engine.journal import JournalError
 
     logging.getLogger("cuzk").setLevel(logging.INFO)
     if config.telemetry.otlp_endpoint and not os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
         # The tracing setup reads the standard variables; the config key is another way in.
         os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = config.telemetry.otlp_endpoint
 
-    engine = Engine(config.engine_settings())
+    settings = config.engine_settings()
+    try:
+        engine = Engine(settings)
+    except JournalError as e:
+        print(f"cuzk serve: cannot start: {e}", file=sys.stderr)
+        return 2
+    if engine.journal is not None:
+        log.info("journal: %s", engine.journal.path)
+    else:
+        log.warning("journal: disabled (journal.enabled = false); accepted jobs are lost on exit")
     engine.start()
+    recovered = {k: n for k, n in engine.recovered().items() if n}
+    if recovered:
+        log.info(
+            "recovered from the journal: %s",
+            ", ".join(f"{n} {kind} {outcome}" for (kind, outcome), n in sorted(recovered.items())),
+        )
     try:
         app = create_app(engine, config)
         server = _Server(
@@ -87,45 +104,59 @@ def serve(config: Config) -> None:
             ),
             config,
             backend=str(getattr(engine.prover, "name", config.engine.backend)),
+            engine=engine,
         )
-        with _stop_on_sigterm():
-            server.run()
-    except (KeyboardInterrupt, _Stop):
-        pass  # uvicorn re-raises the signal it stopped on once it has shut down
+        server.run()
+    except KeyboardInterrupt:
+        pass
     finally:
         log.info("shutting down the engine")
-        engine.shutdown(timeout=30)
-
-
-class _Stop(Exception):
-    """SIGTERM, as an exception, so the engine is shut down before the process exits."""
-
-
-@contextlib.contextmanager
-def _stop_on_sigterm() -> Iterator[None]:
-    """uvicorn handles SIGTERM, then re-raises it with the handler it found installed; with the
-    default handler that would kill the process before the engine's shutdown runs."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum: int, frame: object) -> None:
-        raise _Stop()
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+        engine.shutdown(timeout=5)
+    return 0
 
 
 class _Server(uvicorn.Server):
-    """Logs the address actually bound (port 0 picks one) once uvicorn is listening."""
+    """uvicorn with cuzk's shutdown: the first SIGTERM/SIGINT drains, a second exits at once.
 
-    def __init__(self, uconfig: uvicorn.Config, config: Config, backend: str) -> None:
+    Draining keeps the listener open so clients are told (``/readyz`` 503, submits 503 with
+    ``Retry-After``) while partitions in flight finish; open long-polls are answered with their
+    job's state once the drain ends; then uvicorn stops and the engine shuts down.
+    """
+
+    def __init__(self, uconfig: uvicorn.Config, config: Config, backend: str, engine: Any) -> None:
         super().__init__(uconfig)
         self.cuzk_config = config
         self.backend = backend
+        self.engine = engine
+        self._signalled = False
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        if self._signalled:  # the second signal: go now; what is journaled is on disk
+            log.warning("second %s: exiting at once", signal.Signals(sig).name)
+            logging.shutdown()
+            os._exit(128 + sig)
+        self._signalled = True
+        timeout = self.cuzk_config.server.drain_timeout_s
+        log.info(
+            "%s: draining (up to %gs for partitions in flight; send it again to exit at once)",
+            signal.Signals(sig).name,
+            timeout,
+        )
+        threading.Thread(target=self._drain, args=(timeout,), name="cuzk-drain").start()
+
+    def _drain(self, timeout: float) -> None:
+        t0 = time.monotonic()
+        try:
+            finished = self.engine.drain(timeout)
+        except Exception:
+            log.exception("drain failed")
+            finished = False
+        log.info(
+            "drain %s after %.2fs",
+            "complete" if finished else "timed out (unfinished partitions resume at next start)",
+            time.monotonic() - t0,
+        )
+        self.should_exit = True
 
     async def startup(self, sockets: Any = None) -> None:
         await super().startup(sockets=sockets)

@@ -62,6 +62,7 @@ class Pipeline:
         device_budgets: dict[str, MemoryBudget],
         residency: KeyResidency,
         on_job_settled: Callable[[Job], None],
+        on_partition_proven: Callable[[Partition], None] | None = None,
     ) -> None:
         self.settings = settings
         self.prover = prover
@@ -72,6 +73,7 @@ class Pipeline:
         self.device_budgets = device_budgets
         self.keys = residency
         self._on_job_settled = on_job_settled
+        self._on_partition_proven = on_partition_proven
         rec = settings.record_intervals
         self.pending: WorkQueue[Partition] = WorkQueue("pending")
         self.gpu_queue: WorkQueue[Partition] = WorkQueue("gpu", record_intervals=rec)
@@ -85,6 +87,9 @@ class Pipeline:
         self._threads: list[threading.Thread] = []
         self._stage: dict[int, _Stage] = {}
         self._stage_lock = threading.Lock()
+        self._settled = threading.Condition(self._stage_lock)  # notified as work items leave
+        self.draining = False
+        self._parked: dict[int, Partition] = {}
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
@@ -118,15 +123,48 @@ class Pipeline:
                 if t.name.startswith(prefix):
                     t.join(max(0.0, deadline - time.monotonic()))
 
+    def drain(self, timeout: float) -> bool:
+        """Start no new work; let partitions in synthesis, on a worker or finalizing finish.
+
+        Partitions waiting (for memory, or synthesized and queued for a GPU worker) are parked:
+        they hold nothing, keep their place in the journal and resume at the next start. True
+        when everything in flight finished within ``timeout``.
+        """
+        import time
+
+        deadline = time.monotonic() + timeout
+        self.draining = True
+        for queue in (self.pending, self.gpu_queue):
+            for p in queue.remove_where(lambda _: True):
+                self._park(p)
+        for budget in (self.host, *self.device_budgets.values()):
+            budget.wake()  # memory waiters see the drain and park
+        with self._settled:
+            while len(self._stage) > len(self._parked):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._settled.wait(left)
+        return True
+
+    def _park(self, p: Partition) -> None:
+        """Drop what a not-yet-started partition holds; it stays unsettled (see drain)."""
+        self._release(p)
+        with self._settled:
+            self._parked[id(p)] = p
+            self._settled.notify_all()
+
     # ---- entry -------------------------------------------------------------------------------
 
     def enqueue(self, job: Job) -> None:
-        for p in job.partitions:
+        """Queue the job's unsettled partitions (a recovered job's proven ones are settled)."""
+        todo = [p for p in job.partitions if p.outcome is None]
+        for p in todo:
             st = _Stage()
             st.wait_scope = p.open_phase("waiting_memory")
             with self._stage_lock:
                 self._stage[id(p)] = st
-        for p in job.partitions:
+        for p in todo:
             self.pending.put(p, queue_key(p))
 
     def _st(self, p: Partition) -> _Stage:
@@ -155,6 +193,8 @@ class Pipeline:
         job, st = p.job, self._st(p)
         if job.terminal:
             return self._abandon(p)
+        if self.draining:
+            return self._park(p)
         mem_span = self.spans.start("cuzk.memory.wait", p.span, self._attrs(p))
         try:
             p.key = self.keys.acquire(job.proof_kind, job.priority)
@@ -162,11 +202,11 @@ class Pipeline:
             mem_span.set_attribute("cuzk.memory.bytes", est.partition_bytes)
             p.reservation = self.host.reserve(
                 est.partition_bytes, PARTITION_CONSUMER, job.priority,
-                abort=lambda: job.terminal)
+                abort=lambda: job.terminal or self.draining)
             self.metrics.observe_memory_wait(PARTITION_CONSUMER, p.reservation.waited_s)
         except ReservationAborted:
             self.spans.end(mem_span)
-            return self._abandon(p)
+            return self._abandon(p) if job.terminal else self._park(p)
         except Exception as exc:
             self.spans.end(mem_span, exc)
             return self._fail(p, exc)
@@ -176,6 +216,8 @@ class Pipeline:
                 p.span.set_attribute(f"cuzk.circuit.{name}", value)
         if job.terminal:
             return self._abandon(p)
+        if self.draining:
+            return self._park(p)
         syn_span = self.spans.start("cuzk.synthesis", p.span, self._attrs(p))
         scope = p.open_phase("synthesizing", syn_span)
         st.wait_scope.close()  # type: ignore[union-attr]
@@ -270,6 +312,8 @@ class Pipeline:
                 p.proof = self.prover.finalize(p.key.handle, p.synthesis, p.gpu_output)
             except Exception as exc:
                 return self._fail(p, exc)
+            if self._on_partition_proven is not None:
+                self._on_partition_proven(p)  # journaled before anyone sees it done
             self._release(p)
             p.settle("done")
             self._after_settle(p)
@@ -308,8 +352,10 @@ class Pipeline:
 
     def _after_settle(self, p: Partition) -> None:
         job = p.job
-        with self._stage_lock:
+        with self._settled:
             self._stage.pop(id(p), None)
+            self._parked.pop(id(p), None)
+            self._settled.notify_all()
         if all(q.outcome == "done" for q in job.partitions):
             self.finish_job(job, "succeeded")
         if job.terminal and all(q.outcome is not None for q in job.partitions):

@@ -14,6 +14,12 @@ PRIORITY_RANK: dict[str, int] = {name: rank for rank, name in enumerate(PRIORITI
 BACKENDS: tuple[str, ...] = ("auto", "cpu", "cuda")
 
 GiB = 1 << 30
+DEFAULT_RETENTION_JOBS = 10_000
+"""Finished jobs kept (in memory and in the journal) before the oldest are dropped."""
+DEFAULT_RETENTION_S = 604_800.0
+"""Seconds a finished job is kept (7 days)."""
+DEFAULT_DRAIN_TIMEOUT_S = 30.0
+"""How long a SIGTERM drain lets partitions in flight finish."""
 
 
 @dataclass(frozen=True)
@@ -53,7 +59,10 @@ class EngineSettings:
     self_verify: verify every proof before returning it (the real prover's finalize step).
     metrics_enabled / tracing_enabled: off only to measure telemetry overhead.
     split_proving: False makes a GPU worker wait for finalization (benchmark comparison only).
-    job_retention: finished jobs kept for get/status/idempotency before the oldest are dropped.
+    job_retention / job_retention_s: finished jobs are kept for get/status/idempotency until
+        they are beyond the newest ``job_retention`` or older than ``job_retention_s``; the
+        journal follows the same rule.
+    journal_path: the SQLite job journal (None: jobs live in memory only and are lost on exit).
     record_intervals: keep busy/queue intervals (the benchmark's utilisation figure).
     """
 
@@ -73,7 +82,9 @@ class EngineSettings:
     tracing_enabled: bool = True
     service_name: str = "cuzk"
     split_proving: bool = True
-    job_retention: int = 1000
+    job_retention: int = DEFAULT_RETENTION_JOBS
+    job_retention_s: float = DEFAULT_RETENTION_S
+    journal_path: Path | None = None
     record_intervals: bool = False
 
     def __post_init__(self) -> None:

@@ -18,6 +18,7 @@ from prometheus_client.openmetrics import exposition as openmetrics
 
 JOB_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 PHASE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+JOURNAL_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5)
 WAIT_BUCKETS = (0.0001, 0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300)
 
 
@@ -33,6 +34,7 @@ class MetricsSnapshot:
     partitions: dict[tuple[str, str], int] = field(default_factory=dict)
     jobs_submitted: dict[str, int] = field(default_factory=dict)
     jobs_completed: dict[tuple[str, str], int] = field(default_factory=dict)
+    jobs_recovered: dict[tuple[str, str], int] = field(default_factory=dict)
     memory_budget: int = 0
     memory_reserved: dict[str, int] = field(default_factory=dict)
     memory_waiters: int = 0
@@ -76,6 +78,11 @@ class EngineCollector:
             "cuzk_jobs_submitted", "Jobs accepted", labels=["proof_kind"])
         completed = CounterMetricFamily(
             "cuzk_jobs_completed", "Jobs finished, by outcome", labels=["proof_kind", "status"])
+        recovered = CounterMetricFamily(
+            "cuzk_jobs_recovered",
+            "Unfinished jobs found in the journal at start, by outcome (resumed: queued again; "
+            "completed: every partition already journaled; failed: could not be resumed)",
+            labels=["proof_kind", "outcome"])
         budget = GaugeMetricFamily("cuzk_memory_budget_bytes", "Host memory budget in bytes")
         reserved = GaugeMetricFamily(
             "cuzk_memory_reserved_bytes", "Host bytes reserved, by consumer", labels=["consumer"])
@@ -107,6 +114,8 @@ class EngineCollector:
                 submitted.add_metric([kind], n)
             for labels, n in sorted(s.jobs_completed.items()):
                 completed.add_metric(list(labels), n)
+            for labels, n in sorted(s.jobs_recovered.items()):
+                recovered.add_metric(list(labels), n)
             budget.add_metric([], s.memory_budget)
             for consumer, n in sorted(s.memory_reserved.items()):
                 reserved.add_metric([consumer], n)
@@ -120,8 +129,8 @@ class EngineCollector:
                 dev_budget.add_metric([device], n)
             for labels, n in sorted(s.device_memory_reserved.items()):
                 dev_reserved.add_metric(list(labels), n)
-        yield from (busy, busy_s, parts, queued, phases, submitted, completed, budget, reserved,
-                    waiters, evictions, evicted, keys, build)
+        yield from (busy, busy_s, parts, queued, phases, submitted, completed, recovered, budget,
+                    reserved, waiters, evictions, evicted, keys, build)
         if s is None or s.device_memory_budget:  # absent, not zero, where no device budget exists
             yield from (dev_budget, dev_reserved)
 
@@ -149,6 +158,10 @@ class EngineMetrics:
         self.memory_wait = Histogram(
             "cuzk_memory_acquire_wait_seconds", "Time a reservation waited for memory",
             ["consumer"], buckets=WAIT_BUCKETS, registry=self.registry)
+        self.journal_write = Histogram(
+            "cuzk_journal_write_seconds",
+            "Time one committed journal write took (fsync included)",
+            buckets=JOURNAL_BUCKETS, registry=self.registry)
         devices = list(nvml_devices)
         if devices:
             from cuzk.telemetry.nvml import register_nvml
@@ -173,6 +186,10 @@ class EngineMetrics:
     def observe_memory_wait(self, consumer: str, seconds: float) -> None:
         if self.enabled:
             self.memory_wait.labels(consumer).observe(seconds)
+
+    def observe_journal_write(self, seconds: float) -> None:
+        if self.enabled:
+            self.journal_write.observe(seconds)
 
     def render(self, openmetrics_format: bool = False) -> tuple[bytes, str]:
         """Exposition bytes and content type; OpenMetrics carries the exemplars."""
