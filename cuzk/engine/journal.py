@@ -35,6 +35,8 @@ SCHEMA_VERSION = 1
 APPLICATION_ID = 0x637A6B4A  # "czkJ": marks the file as a cuzk journal
 TERMINAL = ("succeeded", "failed", "cancelled")
 ACCEPTED = "accepted"
+RETRY_AFTER_S = 10.0  # what a 503 for an unwritable journal suggests to the client
+PROBE_BYTES = 65_536  # a readiness probe must need new space, as a job's record would
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -70,6 +72,9 @@ CREATE TABLE IF NOT EXISTS partitions (
 class JournalError(Unavailable):
     """The journal cannot be used; the message names the file, the cause and the remedy.
     While running this is a 503 for a submit: nothing is accepted that is not durable."""
+
+    def __init__(self, message: str, retry_after: float | None = RETRY_AFTER_S) -> None:
+        super().__init__(message, retry_after)
 
 
 class JournalCorrupt(JournalError):
@@ -337,11 +342,15 @@ class Journal:
         return n
 
     def probe(self) -> JournalError | None:
-        """Try a tiny write; the error if the journal cannot be written now (readiness)."""
+        """Write (and drop) a job's worth of bytes; the error if that fails now (readiness)."""
+
+        def write(db: sqlite3.Connection) -> None:
+            db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('probe', zeroblob(?))",
+                       (PROBE_BYTES,))
+            db.execute("DELETE FROM meta WHERE key = 'probe'")
+
         try:
-            self._write(lambda db: db.execute(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES ('probed_at', ?)",
-                (repr(self._clock()),)))
+            self._write(write)
         except JournalError as e:
             return e
         return None

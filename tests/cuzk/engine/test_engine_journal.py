@@ -134,7 +134,7 @@ def test_a_foreign_database_is_not_taken_over(path: Path) -> None:
     db.commit()
     db.close()
     before = path.read_bytes()
-    with pytest.raises(JournalCorrupt, match="not a cuzk journal.*photos"):
+    with pytest.raises(JournalCorrupt, match=r"not a cuzk journal.*photos"):
         Journal.open(path)
     _unchanged(path, before)
 
