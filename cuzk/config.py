@@ -27,8 +27,8 @@ from cuzk.engine.settings import (
     DEFAULT_RETENTION_S,
 )
 from cuzk.errors import CuzkError
+from cuzk.protocol import PRIORITIES
 
-PRIORITIES = ("critical", "high", "normal", "low")
 BACKENDS = ("auto", "cpu", "cuda")
 DEFAULT_LISTEN = "127.0.0.1:9820"
 DEFAULT_CONFIG_PATH = Path(__file__).parent / "default_config.toml"
@@ -118,20 +118,6 @@ def _byte_size_or_auto(value: object, base: Path | None = None) -> int | None:
     return result
 
 
-def seconds(value: object, base: Path | None = None) -> float:
-    """A duration in seconds: a number > 0 (an integer or a decimal, also as a string)."""
-    what = "a number of seconds > 0"
-    if isinstance(value, bool):
-        raise ValueError(f"must be {what}, {_got(value)}")
-    numeric = isinstance(value, str) and re.fullmatch(r"\s*\d+(?:\.\d+)?\s*", value)
-    if not (isinstance(value, int | float) or numeric):
-        raise ValueError(f"must be {what}, {_got(value)}")
-    result = float(value)  # type: ignore[arg-type]
-    if not 0 < result < float("inf"):
-        raise ValueError(f"must be {what}, {_got(value)}")
-    return result
-
-
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
@@ -155,6 +141,19 @@ def _optional_string(value: object, base: Path | None = None) -> str | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     return _string(value)
+
+
+def _positive_seconds(value: object, base: Path | None = None) -> float:
+    what = "a number of seconds > 0"
+    if isinstance(value, bool):
+        raise ValueError(f"must be {what}, {_got(value)}")
+    try:
+        result = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"must be {what}, {_got(value)}") from None
+    if not 0 < result < float("inf"):
+        raise ValueError(f"must be {what}, {_got(value)}")
+    return result
 
 
 def _choice(options: tuple[str, ...]) -> Callable[[object, Path | None], str]:
@@ -249,8 +248,31 @@ SCHEMA: dict[str, dict[str, _Key]] = {
         "max_body_bytes": _Key(
             byte_size, "8MiB", "largest request body accepted; larger ones get 413"
         ),
+        "auth_token": _Key(
+            _optional_string, None, "bearer token every route but health needs; empty = off"
+        ),
+        "auth_token_file": _Key(
+            _optional_path, None, "file holding the bearer token (instead of auth_token)"
+        ),
+        "allow_unauthenticated": _Key(
+            boolean, False, "allow a non-loopback listen without a token"
+        ),
+        "metrics_require_auth": _Key(boolean, False, "/metrics needs the token too"),
+        "header_timeout_s": _Key(
+            _positive_seconds, 5.0, "time to receive a request's headers (408 / close after)"
+        ),
+        "body_timeout_s": _Key(
+            _positive_seconds, 30.0, "time to receive a request's body once its headers are in"
+        ),
+        "keepalive_timeout_s": _Key(
+            _positive_seconds, 5.0, "an idle kept-alive connection is closed after this"
+        ),
+        "max_connections": _Key(positive_int, 1024, "open connections; more are refused (503)"),
+        "max_requests_in_flight": _Key(
+            positive_int, 256, "requests being handled at once; more get 503"
+        ),
         "drain_timeout_s": _Key(
-            seconds,
+            _positive_seconds,
             DEFAULT_DRAIN_TIMEOUT_S,
             "on SIGTERM/SIGINT, how long partitions in flight may take to finish",
         ),
@@ -263,7 +285,9 @@ SCHEMA: dict[str, dict[str, _Key]] = {
         "retention_jobs": _Key(
             positive_int, DEFAULT_RETENTION_JOBS, "finished jobs kept (newest first)"
         ),
-        "retention_s": _Key(seconds, DEFAULT_RETENTION_S, "seconds a finished job is kept"),
+        "retention_s": _Key(
+            _positive_seconds, DEFAULT_RETENTION_S, "seconds a finished job is kept"
+        ),
     },
     "engine": {
         "backend": _Key(
@@ -320,6 +344,15 @@ PROOF_KIND_SCHEMA: dict[str, _Key] = {
 class ServerConfig:
     listen: str = DEFAULT_LISTEN
     max_body_bytes: int = 8 * 2**20
+    auth_token: str | None = None
+    auth_token_file: Path | None = None
+    allow_unauthenticated: bool = False
+    metrics_require_auth: bool = False
+    header_timeout_s: float = 5.0
+    body_timeout_s: float = 30.0
+    keepalive_timeout_s: float = 5.0
+    max_connections: int = 1024
+    max_requests_in_flight: int = 256
     drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S
 
     @property

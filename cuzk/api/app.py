@@ -12,7 +12,10 @@ since the kind names a resource), unknown route; 405 wrong method; 409 a ``reque
 names a job with a different body; 413 body over ``server.max_body_bytes`` (refused while
 reading); 422 inputs the witness generator rejects; 503 (with ``Retry-After``) while draining
 or when the journal cannot be written; 507 a partition larger than the whole memory budget;
-500 anything unexpected.
+500 a corrupt server-side file (naming it) or anything unexpected. In front of the routes: 401
+without the bearer token when one is configured (``cuzk.api.auth``), 503 past
+``server.max_requests_in_flight`` (``cuzk.api.limits``); below them, 408 and closed connections
+for slow clients (``cuzk.api.server``).
 """
 
 from __future__ import annotations
@@ -29,14 +32,18 @@ import anyio
 import anyio.to_thread
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from cuzk import __version__
+from cuzk.api.auth import BearerAuth, resolve_token
+from cuzk.api.limits import InFlightLimit
 from cuzk.api.openapi import openapi_schema
+from cuzk.api.signals import OversizeNumber, check_signal_values, parse_json_int
 from cuzk.config import PRIORITIES, Config
-from cuzk.errors import CuzkError, InputError, MemoryRequestTooLarge, Unavailable
+from cuzk.errors import CuzkError, FormatError, InputError, MemoryRequestTooLarge, Unavailable
 
 log = logging.getLogger("cuzk.api")
 
@@ -65,10 +72,22 @@ def error_response(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
+def server_file_fault(e: FormatError) -> JSONResponse:
+    """500 naming the server-side file (and section, when known) that is wrong."""
+    body: dict[str, Any] = {"error": f"server-side file fault: {e}", "file": e.path}
+    section = getattr(e, "section", None)
+    if section is not None:
+        body["section"] = section
+    body["problem"] = e.problem
+    return JSONResponse(body, status_code=500)
+
+
 def _json_type(value: object) -> str:
     """JSON's name for a value's type, for messages a client can act on."""
     if value is None:
         return "null"
+    if isinstance(value, OversizeNumber):
+        return "number"
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, (int, float)):
@@ -83,6 +102,8 @@ def _json_type(value: object) -> str:
 
 
 def _describe(value: object) -> str:
+    if isinstance(value, OversizeNumber):
+        return f"a number of {value.digits} digits"
     text = json.dumps(value) if not isinstance(value, (dict, list)) else _json_type(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
@@ -132,7 +153,7 @@ async def read_json_body(request: Request, limit: int) -> Any:
         raise ValueError(f"malformed JSON: {name} is not a JSON value")
 
     try:
-        return json.loads(text, parse_constant=no_constants)
+        return json.loads(text, parse_constant=no_constants, parse_int=parse_json_int)
     except json.JSONDecodeError as e:
         raise ApiError(
             400, f"malformed JSON: {e.msg} at line {e.lineno} column {e.colno}"
@@ -261,6 +282,10 @@ def create_app(engine: Any, config: Config | None = None) -> Starlette:
                 return await fn(request)
             except ApiError as e:
                 return error_response(e.status, e.message)
+            except FormatError as e:
+                # Clients never send files: a corrupt key or circuit is the server's fault.
+                log.error("server file fault on %s %s: %s", request.method, request.url.path, e)
+                return server_file_fault(e)
             except InputError as e:
                 response = error_response(getattr(e, "http_status", 400), str(e))
                 if getattr(e, "job_id", None):  # 409: where the existing job is
@@ -294,6 +319,7 @@ def create_app(engine: Any, config: Config | None = None) -> Starlette:
         body = await read_json_body(request, body_limit)
         kind, inputs, request_id, priority = parse_submit(body)
         entry = kind_known(kind, await call(engine.circuits))
+        check_signal_values(inputs)
         partitions = entry.get("partitions")
         if isinstance(partitions, int) and len(inputs) != partitions:
             raise ApiError(
@@ -370,6 +396,25 @@ def create_app(engine: Any, config: Config | None = None) -> Starlette:
         return JSONResponse({**await key_entry(kind), **(result or {})})
 
     @endpoint
+    async def verification_key(request: Request) -> Response:
+        kind = request.path_params["proof_kind"]
+        kind_known(kind, await call(engine.circuits))
+        return JSONResponse(await call(engine.verification_key, kind))
+
+    @endpoint
+    async def sample_input(request: Request) -> Response:
+        kind = request.path_params["proof_kind"]
+        kind_known(kind, await call(engine.circuits))
+        configured = config.proof_kinds.get(kind)
+        path = configured.sample_input if configured is not None else None
+        if path is None:
+            raise ApiError(404, f"proof kind {kind!r} has no sample input (sample_input unset)")
+        try:
+            return JSONResponse(json.loads(await call(path.read_text)))
+        except (OSError, ValueError) as e:
+            raise ApiError(500, f"sample input of {kind!r} ({path}) is unreadable: {e}") from None
+
+    @endpoint
     async def pause_workers(request: Request) -> Response:
         await call(engine.pause_workers)
         return JSONResponse({"workers_paused": True})
@@ -431,6 +476,8 @@ def create_app(engine: Any, config: Config | None = None) -> Starlette:
         Route("/v1/proofs/{job_id}", cancel_proof, methods=["DELETE"]),
         Route("/v1/status", status, methods=["GET"]),
         Route("/v1/circuits", circuits, methods=["GET"]),
+        Route("/v1/circuits/{proof_kind}/verification_key", verification_key, methods=["GET"]),
+        Route("/v1/circuits/{proof_kind}/sample_input", sample_input, methods=["GET"]),
         Route("/v1/keys/{proof_kind}/preload", preload_key, methods=["POST"]),
         Route("/v1/keys/{proof_kind}", evict_key, methods=["DELETE"]),
         Route("/v1/workers/pause", pause_workers, methods=["POST"]),
@@ -440,7 +487,17 @@ def create_app(engine: Any, config: Config | None = None) -> Starlette:
         Route("/readyz", readyz, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
     ]
-    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error})
+    middleware = [Middleware(InFlightLimit, limit=config.server.max_requests_in_flight)]
+    token = resolve_token(config.server)
+    if token is not None:
+        middleware.append(
+            Middleware(
+                BearerAuth, token=token, metrics_require_auth=config.server.metrics_require_auth
+            )
+        )
+    app = Starlette(
+        routes=routes, middleware=middleware, exception_handlers={HTTPException: http_error}
+    )
     app.state.engine = engine
     app.state.config = config
     return app

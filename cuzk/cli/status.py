@@ -59,7 +59,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     console = Console()
-    with make_client(args.server, timeout=10.0) as client:
+    with make_client(args.server, timeout=10.0, token_file=args.token_file) as client:
         try:
             if args.json:
                 print(json.dumps(request(client, "GET", "/v1/status"), indent=2))

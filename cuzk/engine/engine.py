@@ -25,8 +25,16 @@ from cuzk.engine.journal import JobRecord, Journal, JournalError, inputs_digest
 from cuzk.engine.keys import KeyResidency
 from cuzk.engine.memory import MemoryBudget, auto_budget
 from cuzk.engine.pipeline import Pipeline
-from cuzk.engine.settings import PRIORITY_RANK, EngineSettings
-from cuzk.errors import InputError, RequestConflict, Unavailable, UnknownJob, UnknownProofKind
+from cuzk.engine.settings import EngineSettings
+from cuzk.errors import (
+    CuzkError,
+    InputError,
+    RequestConflict,
+    Unavailable,
+    UnknownJob,
+    UnknownProofKind,
+)
+from cuzk.protocol import PRIORITY_RANK
 from cuzk.telemetry.metrics import EngineMetrics, MetricsSnapshot
 from cuzk.telemetry.tracing import (
     SpanBook,
@@ -567,6 +575,16 @@ class Engine:
             raise UnknownProofKind(f"unknown proof kind {proof_kind!r}")
         rk = self.keys.preload(proof_kind, kind.priority)
         return {"proof_kind": proof_kind, "resident": True, "host_bytes": rk.host_bytes}
+
+    def verification_key(self, proof_kind: str) -> dict:
+        """The snarkjs-format verification key of the key this engine proves ``proof_kind``
+        with (from the prover backend; a backend without keys raises CuzkError)."""
+        if proof_kind not in self.settings.proof_kinds:
+            raise UnknownProofKind(f"unknown proof kind {proof_kind!r}")
+        export = getattr(self.prover, "verification_key", None)
+        if export is None:
+            raise CuzkError(f"the {type(self.prover).__name__} prover has no verification keys")
+        return export(proof_kind)
 
     def evict(self, proof_kind: str) -> dict:
         if proof_kind not in self.settings.proof_kinds:

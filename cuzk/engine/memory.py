@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cuzk.engine.settings import PRIORITY_RANK
 from cuzk.errors import MemoryRequestTooLarge
+from cuzk.protocol import PRIORITY_RANK
 
 GiB = 1 << 30
 

@@ -22,7 +22,8 @@ from cuzk.engine.keys import KeyResidency
 from cuzk.engine.leases import GpuWorker
 from cuzk.engine.memory import MemoryBudget, ReservationAborted
 from cuzk.engine.queues import WorkQueue
-from cuzk.engine.settings import PRIORITY_RANK, EngineSettings
+from cuzk.engine.settings import EngineSettings
+from cuzk.protocol import PRIORITY_RANK
 from cuzk.telemetry.metrics import EngineMetrics
 from cuzk.telemetry.tracing import SpanBook
 

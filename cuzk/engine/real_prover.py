@@ -69,6 +69,7 @@ class RealProver:
         self._zkeys: dict[str, Path] = {}
         self._circuits: dict[str, Any] = {}
         self._circuits_lock = threading.Lock()
+        self._vks: dict[str, tuple[tuple[str, int, int], dict]] = {}
 
     def device_memory_bytes(self, device: str) -> int | None:
         backend = self._backends.get(device)
@@ -140,11 +141,28 @@ class RealProver:
         except OSError:
             return 0
 
+    def verification_key(self, proof_kind: str) -> dict:
+        """The snarkjs verification key (with vk_alphabeta_12) of the zkey this kind is proven
+        with, cached until the file changes."""
+        from cuzk.prover.keys import read_verification_key
+
+        path = self.zkey_path(proof_kind)
+        st = path.stat()
+        stamp = (str(path), st.st_mtime_ns, st.st_size)
+        cached = self._vks.get(proof_kind)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        vk = read_verification_key(path).to_json()  # FormatError names file and section
+        self._vks[proof_kind] = (stamp, vk)
+        return vk
+
     def load_key(self, proof_kind: str) -> KeyHandle:
+        """Load the kind's zkey and check it against the circuit (curve, sizes, every point,
+        the coefficients): a broken key is a FormatError naming the file and section."""
         from cuzk.prover import ProvingKey, estimate_memory
 
-        key = ProvingKey.load(self.zkey_path(proof_kind))
         circuit = self.circuit(proof_kind)
+        key = ProvingKey.load(self.zkey_path(proof_kind))
         circuit.check_key(key)
         device_bytes = working = 0
         for backend in self._backends.values():

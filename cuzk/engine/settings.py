@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-PRIORITIES: tuple[str, ...] = ("critical", "high", "normal", "low")
-PRIORITY_RANK: dict[str, int] = {name: rank for rank, name in enumerate(PRIORITIES)}
+from cuzk.protocol import DEFAULT_PRIORITY, PRIORITIES, PRIORITY_RANK
+
 BACKENDS: tuple[str, ...] = ("auto", "cpu", "cuda")
 
 GiB = 1 << 30
@@ -32,7 +32,7 @@ class ProofKindSettings:
 
     name: str
     partitions: int
-    priority: str = "normal"
+    priority: str = DEFAULT_PRIORITY
     r1cs: Path | None = None
     wasm: Path | None = None
     zkey: Path | None = None

@@ -33,6 +33,7 @@ def build_status(engine: Engine) -> dict:
         "jobs": jobs,
         "memory": {**engine.host_budget.snapshot(), "devices": devices},
         "keys": engine.keys.snapshot(),
+        "spans_open": len(engine.spans.open_spans()),  # 0 when idle: a leak check from outside
         "counters": {
             "jobs_submitted": engine.counters.get("jobs_submitted"),
             "jobs_completed": {
