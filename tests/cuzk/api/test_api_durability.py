@@ -31,8 +31,13 @@ def served(tmp_path: Path) -> Iterator[tuple[TestClient, Any, ScriptedProver]]:
     engine.shutdown(5)
 
 
+TAGS = {"a": "1", "b": "2", "x": "3", "inflight": "4", "blocker": "5", "queued": "6",
+        "late": "7"}
+
+
 def body(tag: str, kind: str = "window-post", **extra: Any) -> dict[str, Any]:
-    return {"proof_kind": kind, "inputs": [{"tag": tag}], **extra}
+    """Signal values must be field elements (the API checks), so tags are small numbers."""
+    return {"proof_kind": kind, "inputs": [{"tag": TAGS[tag]}], **extra}
 
 
 def test_reused_request_id_with_another_body_is_409_naming_the_job(served) -> None:
@@ -56,7 +61,9 @@ def test_unwritable_journal_makes_submit_503_and_readyz_say_why(served) -> None:
     client, engine, prover = served
     db = engine.journal._db
     db.execute(f"PRAGMA max_page_count={db.execute('PRAGMA page_count').fetchone()[0]}")
-    r = client.post("/v1/proofs", json=body("x" * 70_000, request_id="full"))
+    big = body("x", request_id="full")
+    big["inputs"][0] |= {f"s{i}": "1" for i in range(10_000)}  # a record that needs new pages
+    r = client.post("/v1/proofs", json=big)
     assert r.status_code == 503 and "disk is full" in r.json()["error"]
     assert "retry-after" in r.headers
     ready = client.get("/readyz")
@@ -71,10 +78,10 @@ def test_unwritable_journal_makes_submit_503_and_readyz_say_why(served) -> None:
 
 def test_drain_answers_503_with_retry_after_and_long_polls_in_json(served) -> None:
     client, engine, prover = served
-    gate = prover.hold("gpu", "inflight")
+    gate = prover.hold("gpu", TAGS["inflight"])
     inflight = client.post("/v1/proofs", json=body("inflight")).json()
     assert gate.wait_entered()
-    blocker = prover.hold("synthesize", "blocker")  # keeps the one synthesis thread busy
+    blocker = prover.hold("synthesize", TAGS["blocker"])  # keeps the one synthesis thread busy
     client.post("/v1/proofs", json=body("blocker"))
     assert blocker.wait_entered()
     queued = client.post("/v1/proofs", json=body("queued", kind="winning-post")).json()
