@@ -138,7 +138,8 @@ class Engine:
                 if known:
                     total = max(known - s.device_memory_safety_margin_bytes, known // 2)
             if total:
-                self.device_budgets[device] = MemoryBudget(total, device)
+                # One lock for all budgets: a partition's grant spans host and devices.
+                self.device_budgets[device] = MemoryBudget(total, device, self.host_budget.lock)
         self.keys = KeyResidency(prover, self.host_budget, self.device_budgets)
 
         nvml = [int(d.split(":")[1]) for d in prover.devices if d.startswith("cuda:")]
@@ -305,6 +306,7 @@ class Engine:
             self._check_same_body(prev, proof_kind, priority, digest)
             if prev.outcome not in ("failed", "cancelled"):
                 return prev  # a replay: nothing else runs
+        self._check_memory(proof_kind)
         check = getattr(self.prover, "check_inputs", None)
         if check is not None:  # bad signals are the caller's error (422), not a failed job later
             check(proof_kind, inputs)
@@ -380,6 +382,17 @@ class Engine:
             p.settle("cancelled", "not accepted")
         if job.span is not None:
             self.spans.end(job.span, error)
+
+    def _check_memory(self, proof_kind: str) -> None:
+        """Refuse (PartitionTooLarge, HTTP 507) a kind whose partition can never fit: its key
+        plus its working memory exceed a whole budget. Figures the prover cannot give before
+        loading are checked at admission instead."""
+        try:
+            self.keys.need(proof_kind)
+        except Exception:  # no hint (missing key file, ...): the load will say what is wrong
+            log.debug("no memory figures for %s before loading", proof_kind, exc_info=True)
+            return
+        self.keys.check_fits(proof_kind)
 
     def _create_spans(
         self,

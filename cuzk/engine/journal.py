@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import sqlite3
 import threading
 import time
@@ -85,13 +84,6 @@ def inputs_digest(inputs: Sequence[Mapping[str, Any]]) -> str:
     """A digest of partition inputs, independent of key order (what "the same body" means)."""
     text = json.dumps(list(inputs), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def default_journal_path(env: Mapping[str, str] | None = None) -> Path:
-    """``$XDG_STATE_HOME/cuzk/journal.sqlite3``, else ``~/.local/state/cuzk/journal.sqlite3``."""
-    env = os.environ if env is None else env
-    state = env.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(state) / "cuzk" / "journal.sqlite3"
 
 
 @dataclass

@@ -18,7 +18,7 @@ from typing import Any
 from cuzk.engine.backend import ProverBackend
 from cuzk.engine.counters import Counters
 from cuzk.engine.jobs import Job, Partition, PhaseScope
-from cuzk.engine.keys import KeyResidency
+from cuzk.engine.keys import PARTITION_CONSUMER, KeyResidency
 from cuzk.engine.leases import GpuWorker
 from cuzk.engine.memory import MemoryBudget, ReservationAborted
 from cuzk.engine.queues import WorkQueue
@@ -29,7 +29,6 @@ from cuzk.telemetry.tracing import SpanBook
 
 log = logging.getLogger(__name__)
 
-PARTITION_CONSUMER = "partition"
 GPU_CONSUMER = "gpu_phase"
 
 
@@ -198,12 +197,11 @@ class Pipeline:
             return self._park(p)
         mem_span = self.spans.start("cuzk.memory.wait", p.span, self._attrs(p))
         try:
-            p.key = self.keys.acquire(job.proof_kind, job.priority)
-            est = p.key.handle.estimate
-            mem_span.set_attribute("cuzk.memory.bytes", est.partition_bytes)
-            p.reservation = self.host.reserve(
-                est.partition_bytes, PARTITION_CONSUMER, job.priority,
-                abort=lambda: job.terminal or self.draining)
+            # One grant: the key (pinned) and the working memory together, or nothing held
+            # while waiting (cuzk.engine.keys explains why).
+            p.key, p.reservation = self.keys.admit(
+                job.proof_kind, job.priority, abort=lambda: job.terminal or self.draining)
+            mem_span.set_attribute("cuzk.memory.bytes", p.reservation.held)
             self.metrics.observe_memory_wait(PARTITION_CONSUMER, p.reservation.waited_s)
         except ReservationAborted:
             self.spans.end(mem_span)

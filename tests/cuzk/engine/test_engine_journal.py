@@ -12,7 +12,6 @@ from cuzk.engine.journal import (
     Journal,
     JournalCorrupt,
     JournalError,
-    default_journal_path,
     inputs_digest,
 )
 
@@ -56,12 +55,6 @@ def test_round_trip_survives_reopening(path: Path) -> None:
     assert j.latest_for_request("req-a").id == "a"  # type: ignore[union-attr]
     assert j.max_seq() == 1
     j.close()
-
-
-def test_default_path_is_under_the_state_directory(tmp_path: Path) -> None:
-    assert default_journal_path({"XDG_STATE_HOME": str(tmp_path)}) == (
-        tmp_path / "cuzk" / "journal.sqlite3")
-    assert default_journal_path({}).parts[-4:] == (".local", "state", "cuzk", "journal.sqlite3")
 
 
 def test_inputs_digest_ignores_key_order_only() -> None:
