@@ -21,6 +21,7 @@ overrides for a proof kind use the kind's name upper-cased with ``-`` and ``.`` 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import os
 import re
@@ -52,7 +53,7 @@ from cuzk.settings_schema import (
     setting,
     settings_of,
     split_listen,
-    state_file,
+    xdg_path,
 )
 
 if TYPE_CHECKING:
@@ -197,7 +198,7 @@ class JournalConfig:
         "",
         'The journal file (SQLite); "" = $XDG_STATE_HOME/cuzk/journal.sqlite3 '
         "(~/.local/state/cuzk/journal.sqlite3).",
-        state_file("journal.sqlite3"),
+        xdg_path("XDG_STATE_HOME", ".local/state", "cuzk", "journal.sqlite3"),
     )
     retention_jobs: int = setting(
         10000, "Finished jobs kept in the journal; the oldest are deleted first.", positive_int
@@ -365,6 +366,14 @@ class _Raw:
     origin: str | None = None  # env variable name when the value came from the environment
 
 
+def _unknown(where: str, name: str, known: Iterable[str], what: str = "key") -> str:
+    """``engine.gpu_worker: unknown key; did you mean 'gpu_workers_per_device'? (known: ...)``."""
+    known = list(known)
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{where}: unknown {what}{hint} (known: {', '.join(known)})"
+
+
 def _env_kind_token(name: str) -> str:
     return re.sub(r"[-.]", "_", name).upper()
 
@@ -437,17 +446,15 @@ def load_config(
                     continue
                 for key, value in ktable.items():
                     if key not in PROOF_KIND_SCHEMA:
-                        problems.append(
-                            f"proof_kinds.{name}.{key}: unknown key"
-                            f" (known: {', '.join(PROOF_KIND_SCHEMA)})"
-                        )
+                        at = f"proof_kinds.{name}.{key}"
+                        problems.append(_unknown(at, key, PROOF_KIND_SCHEMA))
                         continue
                     kind_raw.setdefault(name, {})[key] = _Raw(value, base)
                 kind_raw.setdefault(name, {})
             continue
         if section not in sections:
             problems.append(
-                f"{section}: unknown section (known: {', '.join([*sections, 'proof_kinds'])})"
+                _unknown(section, section, [*sections, "proof_kinds"], what="section")
             )
             continue
         if not isinstance(table, dict):
@@ -455,9 +462,7 @@ def load_config(
             continue
         for key, value in table.items():
             if key not in keys_of[section]:
-                problems.append(
-                    f"{section}.{key}: unknown key (known: {', '.join(keys_of[section])})"
-                )
+                problems.append(_unknown(f"{section}.{key}", key, keys_of[section]))
                 continue
             raw[section][key] = _Raw(value, base)
 
@@ -486,8 +491,7 @@ def load_config(
             name = env_tokens[token]
             if key not in PROOF_KIND_SCHEMA:
                 problems.append(
-                    f"{var}: proof_kinds.{name}.{key}: unknown key"
-                    f" (known: {', '.join(PROOF_KIND_SCHEMA)})"
+                    _unknown(f"{var}: proof_kinds.{name}.{key}", key, PROOF_KIND_SCHEMA)
                 )
                 continue
             kind_raw.setdefault(name, {})[key] = _Raw(value, None, var)
@@ -497,10 +501,7 @@ def load_config(
             if var.startswith(prefix):
                 key = var[len(prefix) :].lower()
                 if key not in keys_of[section]:
-                    problems.append(
-                        f"{var}: {section}.{key}: unknown key"
-                        f" (known: {', '.join(keys_of[section])})"
-                    )
+                    problems.append(_unknown(f"{var}: {section}.{key}", key, keys_of[section]))
                 else:
                     raw[section][key] = _Raw(value, None, var)
                 break

@@ -41,7 +41,7 @@ __all__ = [
     "setting",
     "settings_of",
     "split_listen",
-    "state_file",
+    "xdg_path",
 ]
 
 
@@ -273,15 +273,19 @@ def optional_path(value: object, ctx: ParseContext | None = None) -> Path | None
     return path(value, ctx)
 
 
-def state_file(name: str) -> Parser:
-    """A path; "" means ``$XDG_STATE_HOME/cuzk/<name>`` (``~/.local/state/cuzk/<name>``)."""
+def xdg_path(variable: str, fallback: str, *parts: str) -> Parser:
+    """A path; "" means ``$<variable>/<parts>``, or ``~/<fallback>/<parts>`` when the variable is
+    unset or not absolute (the XDG base directory rule), read from the context's environment."""
 
     def parse(value: object, ctx: ParseContext | None = None) -> Path:
-        if isinstance(value, str) and not value.strip():
-            ctx = ctx or ParseContext()
-            state = ctx.getenv("XDG_STATE_HOME") or ""
-            root = Path(state) if Path(state).is_absolute() else Path.home() / ".local" / "state"
-            return root / "cuzk" / name
+        if not isinstance(value, str):
+            default = "/".join(["$" + variable, *parts])
+            raise ValueError(f'must be a path string ("" = {default}), {_got(value)}')
+        if not value.strip():
+            root = (ctx or ParseContext()).getenv(variable) or ""
+            if not Path(root).is_absolute():
+                root = str(Path.home() / fallback)
+            return Path(root).joinpath(*parts)
         return path(value, ctx)
 
     return parse

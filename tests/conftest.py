@@ -86,7 +86,7 @@ SCRIPTED_KINDS = {"porep-c2": (3, "normal"), "winning-post": (1, "critical")}
 def scripted():
     """A started engine over the scripted prover (tiny budget, one synthesis and one finalizer
     thread, two GPU workers): ``(engine, prover, span_exporter)``."""
-    from cuzk.engine.testing import make_test_engine
+    from cuzk.testing import make_test_engine
 
     engine, prover, spans = make_test_engine(
         SCRIPTED_KINDS,

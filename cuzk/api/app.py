@@ -26,7 +26,7 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
@@ -42,12 +42,16 @@ from cuzk.api.auth import BearerAuth, resolve_token
 from cuzk.api.limits import InFlightLimit
 from cuzk.api.openapi import openapi_schema
 from cuzk.api.signals import OversizeNumber, check_signal_values, parse_json_int
-from cuzk.config import PRIORITIES, Config
+from cuzk.config import Config
 from cuzk.errors import CuzkError, FormatError, InputError, MemoryRequestTooLarge, Unavailable
+from cuzk.protocol import PRIORITIES, TERMINAL_STATES, CircuitInfo
+from cuzk.telemetry.metrics import EngineMetrics
+
+if TYPE_CHECKING:
+    from cuzk.engine import Engine
 
 log = logging.getLogger("cuzk.api")
 
-TERMINAL_STATES = frozenset({"succeeded", "failed", "cancelled"})
 MAX_WAIT_SECONDS = 300.0
 """Longest ``?wait=`` long-poll accepted; clients wanting longer simply poll again."""
 _WAIT_SLICE_SECONDS = 1.0
@@ -245,26 +249,18 @@ def parse_wait(request: Request) -> float:
 # --------------------------------------------------------------------------- the app
 
 
-def _entry_name(entry: dict[str, Any]) -> str | None:
-    return entry.get("proof_kind", entry.get("name"))
+def create_app(
+    engine: Engine, config: Config | None = None, metrics: EngineMetrics | None = None
+) -> Starlette:
+    """Build the ASGI app over a started engine; the caller owns the engine's lifetime.
 
-
-def _registry(engine: Any) -> Any:
-    """The engine's prometheus registry (each engine has its own, so tests can run several)."""
-    for path in (("registry",), ("metrics", "registry"), ("telemetry", "registry")):
-        obj = engine
-        for attr in path:
-            obj = getattr(obj, attr, None)
-        if obj is not None:
-            return obj
-    from prometheus_client import REGISTRY
-
-    return REGISTRY
-
-
-def create_app(engine: Any, config: Config | None = None) -> Starlette:
-    """Build the ASGI app over a started engine; the caller owns the engine's lifetime."""
+    ``metrics``: the registry ``/metrics`` serves; when ``telemetry.metrics`` is on and none
+    is given, the app subscribes its own to the engine.
+    """
     config = config or Config()
+    if metrics is None and config.telemetry.metrics:
+        metrics = EngineMetrics(engine)
+    engine_metrics = metrics
     body_limit = config.server.max_body_bytes
     long_polls = anyio.CapacityLimiter(_LONG_POLL_THREADS)
 
@@ -307,11 +303,11 @@ def create_app(engine: Any, config: Config | None = None) -> Starlette:
 
         return wrapped
 
-    def kind_known(kind: str, circuits: list[dict[str, Any]]) -> dict[str, Any]:
+    def kind_known(kind: str, circuits: list[CircuitInfo]) -> CircuitInfo:
         for entry in circuits:
-            if _entry_name(entry) == kind:
+            if entry["proof_kind"] == kind:
                 return entry
-        names = ", ".join(str(_entry_name(c)) for c in circuits) or "none"
+        names = ", ".join(c["proof_kind"] for c in circuits) or "none"
         raise ApiError(404, f"unknown proof kind {kind!r} (available: {names})")
 
     @endpoint
@@ -320,8 +316,8 @@ def create_app(engine: Any, config: Config | None = None) -> Starlette:
         kind, inputs, request_id, priority = parse_submit(body)
         entry = kind_known(kind, await call(engine.circuits))
         check_signal_values(inputs)
-        partitions = entry.get("partitions")
-        if isinstance(partitions, int) and len(inputs) != partitions:
+        partitions = entry["partitions"]
+        if len(inputs) != partitions:
             raise ApiError(
                 400,
                 f"proof kind {kind!r} takes {partitions} partition input"
@@ -375,11 +371,8 @@ def create_app(engine: Any, config: Config | None = None) -> Starlette:
     async def circuits(request: Request) -> Response:
         return JSONResponse({"circuits": await call(engine.circuits)})
 
-    async def key_entry(kind: str) -> dict[str, Any]:
-        for entry in await call(engine.circuits):
-            if _entry_name(entry) == kind:
-                return entry
-        return {"proof_kind": kind}
+    async def key_entry(kind: str) -> CircuitInfo:
+        return kind_known(kind, await call(engine.circuits))
 
     @endpoint
     async def preload_key(request: Request) -> Response:
@@ -426,12 +419,12 @@ def create_app(engine: Any, config: Config | None = None) -> Starlette:
 
     @endpoint
     async def metrics(request: Request) -> Response:
-        if not config.telemetry.metrics:
+        if engine_metrics is None:
             raise ApiError(404, "metrics are disabled (telemetry.metrics = false)")
         from prometheus_client.exposition import choose_encoder
 
         encoder, content_type = choose_encoder(request.headers.get("accept", ""))
-        payload = await call(encoder, _registry(engine))
+        payload = await call(encoder, engine_metrics.registry)
         return Response(payload, media_type=content_type)
 
     async def healthz(request: Request) -> Response:
@@ -440,19 +433,9 @@ def create_app(engine: Any, config: Config | None = None) -> Starlette:
     @endpoint
     async def readyz(request: Request) -> Response:
         # Ready = started, not draining, journal writable (the engine refuses submits otherwise).
-        readiness = getattr(engine, "readiness", None)
-        if readiness is not None:
-            reason = await call(readiness)
-            if reason is not None:
-                return JSONResponse({"status": "not ready", "reason": reason}, status_code=503)
-            return JSONResponse({"status": "ready"})
-        ready = getattr(engine, "running", None)
-        if ready is None:
-            ready = getattr(engine, "_running", True)
-        if callable(ready):
-            ready = ready()
-        if not ready:
-            return JSONResponse({"status": "not ready"}, status_code=503)
+        reason = await call(engine.readiness)
+        if reason is not None:
+            return JSONResponse({"status": "not ready", "reason": reason}, status_code=503)
         return JSONResponse({"status": "ready"})
 
     schema = openapi_schema()
@@ -500,4 +483,5 @@ def create_app(engine: Any, config: Config | None = None) -> Starlette:
     )
     app.state.engine = engine
     app.state.config = config
+    app.state.metrics = engine_metrics
     return app

@@ -147,6 +147,8 @@ def serve(config: Config) -> int:
     from cuzk.api.app import create_app
     from cuzk.engine import Engine
     from cuzk.engine.journal import JournalError
+    from cuzk.telemetry.metrics import EngineMetrics
+    from cuzk.telemetry.tracing import build_tracer_provider
 
     logging.getLogger("cuzk").setLevel(logging.INFO)
     if config.telemetry.otlp_endpoint and not os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
@@ -156,8 +158,11 @@ def serve(config: Config) -> int:
     token = check_exposure(config)
     banner = _auth_banner(config, token)
     (log.warning if token is None and not is_loopback(config.server.host) else log.info)(banner)
+    settings = config.engine_settings()
+    # The application owns the OpenTelemetry SDK and the metrics; the engine speaks the API.
+    provider = build_tracer_provider(settings.service_name) if settings.tracing_enabled else None
     try:
-        engine = Engine(config.engine_settings())
+        engine = Engine(settings, tracer_provider=provider)
     except JournalError as e:
         print(f"cuzk serve: refusing to start: {e}", file=sys.stderr)
         return 2
@@ -165,6 +170,8 @@ def serve(config: Config) -> int:
         log.info("journal: %s", engine.journal.path)
     else:
         log.warning("journal: disabled (journal.enabled = false); accepted jobs are lost on exit")
+    # Subscribed before start: recovery at start publishes what the metrics count.
+    metrics = EngineMetrics(engine) if config.telemetry.metrics else None
     engine.start()
     recovered = {k: n for k, n in engine.recovered().items() if n}
     if recovered:
@@ -174,7 +181,7 @@ def serve(config: Config) -> int:
         )
     try:
         check_configured_keys(engine, config)
-        app = create_app(engine, config)
+        app = create_app(engine, config, metrics=metrics)
         server = _Server(
             uvicorn_config(app, config),
             config,
@@ -187,6 +194,8 @@ def serve(config: Config) -> int:
     finally:
         log.info("shutting down the engine")
         engine.shutdown(timeout=5)
+        if provider is not None:
+            provider.shutdown()  # flushes the spans still batched for export
     return 0
 
 

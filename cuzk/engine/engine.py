@@ -1,8 +1,10 @@
 """The engine facade the API and CLI call (docs/interfaces.md, "Engine").
 
 It validates requests before anything changes, keeps the job table (idempotent on
-``request_id``), owns the telemetry (its own Prometheus registry and span book) and wires
-the pipeline. Every read (status, metrics) is computed from open leases and scopes.
+``request_id``) and wires the pipeline. It reports through two doors only (docs/design.md
+section 5): typed events to subscribers (``subscribe``) and one immutable snapshot computed
+from open leases, scopes and reservations when asked (``snapshot``). It speaks the
+OpenTelemetry API only; metrics and the SDK belong to the application (``cuzk.telemetry``).
 """
 
 from __future__ import annotations
@@ -20,12 +22,24 @@ from opentelemetry import trace
 from cuzk import __version__
 from cuzk.engine.backend import ProofResult, ProverBackend
 from cuzk.engine.counters import Counters
-from cuzk.engine.jobs import ACTIVE_PHASES, JOB_OUTCOMES, Job, Partition
-from cuzk.engine.journal import JobRecord, Journal, JournalError, inputs_digest
+from cuzk.engine.events import (
+    EventBus,
+    JobAccepted,
+    JournalWritten,
+    KeyEvicted,
+    PartitionPhaseEnded,
+    Subscriber,
+    Subscription,
+    WorkersPaused,
+)
+from cuzk.engine.jobs import Job, Partition
+from cuzk.engine.journal import JobRecord, Journal, JournalError, JournalRecorder, inputs_digest
 from cuzk.engine.keys import KeyResidency
 from cuzk.engine.memory import MemoryBudget, auto_budget
 from cuzk.engine.pipeline import Pipeline
 from cuzk.engine.settings import EngineSettings
+from cuzk.engine.snapshot import BudgetView, EngineSnapshot, JobView, KeyView, WaiterView
+from cuzk.engine.spans import SpanBook, extract_context, span_context_of, traceparent_of
 from cuzk.errors import (
     CuzkError,
     InputError,
@@ -34,18 +48,10 @@ from cuzk.errors import (
     UnknownJob,
     UnknownProofKind,
 )
-from cuzk.protocol import PRIORITY_RANK
-from cuzk.telemetry.metrics import EngineMetrics, MetricsSnapshot
-from cuzk.telemetry.tracing import (
-    SpanBook,
-    build_tracer_provider,
-    extract_context,
-    span_context_of,
-    trace_id_of,
-    traceparent_of,
-)
+from cuzk.protocol import ACTIVE_PHASES, JOB_OUTCOMES, PRIORITY_RANK, CircuitInfo
 
-log = logging.getLogger(__name__)
+RECENT_JOBS = 50
+"""Finished jobs a status snapshot lists after the unfinished ones (most recent first)."""
 
 RECOVERY_OUTCOMES = ("resumed", "completed", "failed")
 """``cuzk_jobs_recovered_total`` outcomes: queued again; every partition was already journaled
@@ -53,13 +59,15 @@ RECOVERY_OUTCOMES = ("resumed", "completed", "failed")
 MEMORY_WINDOW = 1000
 """With a journal, finished jobs beyond this many are served from the journal, not memory."""
 
+log = logging.getLogger(__name__)
+
 
 class EngineNotRunning(Unavailable):
-    """Submit before start(), while draining, or after shutdown()."""
+    """Submit before start(), while draining, or after shutdown() (a 503)."""
 
 
 def _traceparent(trace_context: Any) -> str | None:
-    """The client's ``traceparent`` as sent (journaled so a recovered job stays in its trace)."""
+    """The client's ``traceparent`` (journaled so a recovered job stays in the client's trace)."""
     if isinstance(trace_context, str):
         return trace_context
     if isinstance(trace_context, Mapping):
@@ -69,18 +77,11 @@ def _traceparent(trace_context: Any) -> str | None:
         return None
     if trace_context is None:
         return None
-    from opentelemetry import trace
-
     try:
         ctx = extract_context(trace_context)
     except TypeError:
         return None
-    span = trace.get_current_span(ctx)
-    if not span.get_span_context().is_valid:
-        return None
-    from cuzk.telemetry.tracing import TrackedSpan
-
-    return traceparent_of(TrackedSpan("client", span))
+    return traceparent_of(trace.get_current_span(ctx))
 
 
 def _settings_of(config: Any) -> EngineSettings:
@@ -97,8 +98,10 @@ def _settings_of(config: Any) -> EngineSettings:
 class Engine:
     """A proving engine. ``Engine(settings, prover=None)``; None means the real prover.
 
-    ``tracer_provider``: spans go there (tests pass one with an in-memory exporter); by default
-    the engine builds one from the ``OTEL_*`` environment and shuts it down with itself.
+    ``tracer_provider``: spans go there (``cuzk serve`` passes the SDK provider it built from
+    the ``OTEL_*`` environment; tests one with an in-memory exporter). Without one the engine
+    uses the OpenTelemetry API's global provider, which records nothing unless an application
+    installed one. ``settings.tracing_enabled = False`` records no spans at all.
     """
 
     def __init__(
@@ -114,12 +117,9 @@ class Engine:
 
             prover = RealProver(s)
         self.prover = prover
-        self._own_provider = False
-        if s.tracing_enabled and tracer_provider is None:
-            tracer_provider = build_tracer_provider(s.service_name)
-            self._own_provider = True
         self.tracer_provider = tracer_provider
         self.spans = SpanBook(tracer_provider, enabled=s.tracing_enabled)
+        self.events = EventBus()
         self.counters = Counters()
         for kind in s.proof_kinds:
             self.counters.ensure("jobs_submitted", kind)
@@ -141,20 +141,20 @@ class Engine:
                 # One lock for all budgets: a partition's grant spans host and devices.
                 self.device_budgets[device] = MemoryBudget(total, device, self.host_budget.lock)
         self.keys = KeyResidency(prover, self.host_budget, self.device_budgets)
-
-        nvml = [int(d.split(":")[1]) for d in prover.devices if d.startswith("cuda:")]
-        self.metrics = EngineMetrics(self._metrics_snapshot, s.metrics_enabled, nvml)
+        self.keys.on_evicted = self._evicted
         self.journal: Journal | None = None
         if s.journal_path is not None:  # raises JournalError saying why it cannot be used
             self.journal = Journal.open(
                 s.journal_path, retention_jobs=s.job_retention, retention_s=s.job_retention_s,
-                on_write=self.metrics.observe_journal_write)
+                on_write=self._journal_written)
+            JournalRecorder(self.journal).subscribe(self.events)
         for kind in s.proof_kinds:
             for outcome in RECOVERY_OUTCOMES:
                 self.counters.ensure("jobs_recovered", (kind, outcome))
+
         self.pipeline = Pipeline(
-            s, prover, self.spans, self.metrics, self.counters, self.host_budget,
-            self.device_budgets, self.keys, self._job_settled, self._partition_proven)
+            s, prover, self.spans, self.events, self.counters, self.host_budget,
+            self.device_budgets, self.keys, self._job_settled)
         for w in self.pipeline.workers:
             for kind in s.proof_kinds:
                 self.counters.ensure("worker_partitions", (w.id, w.device, kind))
@@ -169,6 +169,7 @@ class Engine:
         self._running = False
         self._draining = False
         self._stopped = False
+        self._started_at: float | None = None
         self.drained = threading.Event()  # set when a drain has finished (long-polls answer)
         self._drain_deadline = 0.0
         self._probe_at = 0.0
@@ -181,6 +182,7 @@ class Engine:
             if self._running or self._stopped:
                 return self
             self._running = True
+            self._started_at = time.monotonic()
         if self.journal is not None:
             self._recover(self.journal)
         self.pipeline.start()
@@ -223,13 +225,13 @@ class Engine:
             self.pipeline.draining = True  # nothing new starts while the queues close
         self.pipeline.stop(timeout)
         if self.journal is not None:
-            for job in self._live_jobs():
+            with self._lock:
+                left = list(self._active.values())
+            for job in left:
                 self._interrupt(job)
             self.journal.close()
         self.keys.evict_all()
         self.drained.set()
-        if self._own_provider and self.tracer_provider is not None:
-            self.tracer_provider.shutdown()  # type: ignore[attr-defined]
 
     def _interrupt(self, job: Job) -> None:
         """End the spans of a job left unfinished at shutdown; the journal still holds it."""
@@ -243,24 +245,40 @@ class Engine:
 
     def readiness(self) -> str | None:
         """None when ready for work, else why not (``/readyz``)."""
-        if self._stopped:
+        with self._lock:
+            running, draining, stopped = self._running, self._draining, self._stopped
+        if stopped:
             return "shut down"
-        if self._draining:
+        if draining:
             return "draining: finishing partitions in flight before exit"
-        if not self._running:
+        if not running:
             return "not started"
-        if self.journal is not None and self.journal.last_error is not None:
+        journal = self.journal
+        if journal is not None and journal.last_error is not None:
             now = time.monotonic()
             if now - self._probe_at >= 1.0:  # re-check at most once a second
                 self._probe_at = now
-                self.journal.probe()
-            if self.journal.last_error is not None:
-                return str(self.journal.last_error)
+                journal.probe()
+            if journal.last_error is not None:
+                return str(journal.last_error)
         return None
 
     @property
     def running(self) -> bool:
+        """Started, not draining or shut down, journal writable: what ``/readyz`` reports."""
         return self.readiness() is None
+
+    def recovered(self) -> dict[tuple[str, str], int]:
+        """Jobs recovered from the journal at start, by (proof kind, outcome)."""
+        return self.counters.get("jobs_recovered")  # type: ignore[return-value]
+
+    def _journal_written(self, seconds: float) -> None:
+        if self.events.active:
+            self.events.publish(JournalWritten(seconds))
+
+    def subscribe(self, fn: Subscriber) -> Subscription:
+        """Receive every engine event (``cuzk.engine.events``) from now on."""
+        return self.events.subscribe(fn)
 
     def __enter__(self) -> Engine:
         return self.start()
@@ -323,7 +341,7 @@ class Engine:
             job = Job(proof_kind, priority, request_id, attempt, next(self._seq))
             job.inputs_digest = digest
             self._create_spans(job, inputs, parent)
-            if self.journal is not None:
+            if self.journal is not None:  # durable before anyone hears of it (the 202)
                 try:
                     self.journal.record_accepted(JobRecord(
                         job.id, request_id, proof_kind, priority, list(inputs), digest,
@@ -337,7 +355,11 @@ class Engine:
                 self._active[job.id] = job
                 if request_id is not None:
                     self._by_request[request_id] = job
-            self.counters.inc("jobs_submitted", proof_kind)
+                self.counters.inc("jobs_submitted", proof_kind)
+                if self.events.active:
+                    self.events.publish(JobAccepted(
+                        job.id, proof_kind, priority, request_id, attempt,
+                        tuple(inputs), job.submitted_at, job.trace_id, job.trace_sampled))
             self.pipeline.enqueue(job)
         return job
 
@@ -354,7 +376,7 @@ class Engine:
         """The job a request id names: in memory, else (after a restart) in the journal."""
         with self._lock:
             prev = self._by_request.get(request_id)
-        if prev is None and self.journal is not None:
+        if prev is None and self.journal is not None and not self.journal.closed:
             rec = self.journal.latest_for_request(request_id)
             if rec is not None:
                 prev = self._restore(rec)
@@ -362,6 +384,7 @@ class Engine:
 
     @staticmethod
     def _check_same_body(prev: Job, proof_kind: str, priority: str, digest: str) -> None:
+        """The 409: a request id names one request (kind, priority and inputs)."""
         differs = [
             what for what, same in (
                 (f"proof kind {proof_kind!r} (was {prev.proof_kind!r})",
@@ -416,7 +439,8 @@ class Engine:
             attrs["cuzk.job.recovered"] = True
             attrs["cuzk.job.recovered_partitions"] = len(proven or {})
         job.span = self.spans.start("cuzk.job", parent, attrs, links=links)
-        job.trace_id = trace_id_of(job.span)
+        job.trace_id = job.span.trace_id
+        job.trace_sampled = job.span.sampled
         for i, item in enumerate(inputs):
             p = Partition(job, i, item, self.spans, self._phase_closed)
             job.partitions.append(p)
@@ -433,28 +457,22 @@ class Engine:
             })
 
     def _phase_closed(self, p: Partition, phase: str, seconds: float) -> None:
-        self.metrics.observe_phase(p.job.proof_kind, phase, seconds, p.job.trace_id)
+        if self.events.active:
+            job = p.job
+            self.events.publish(PartitionPhaseEnded(
+                job.id, job.proof_kind, p.index, phase, seconds, job.trace_id,
+                job.trace_sampled))
 
-    def _partition_proven(self, p: Partition) -> None:
-        """Journal a finalized partition's proof before it counts as done."""
-        if self.journal is None or p.proof is None:
-            return
-        try:
-            self.journal.record_partition(p.job.id, p.index, p.proof.proof, p.proof.public)
-        except JournalError as e:  # the proof still reaches the client; a restart redoes it
-            log.error("partition %d of job %s not journaled: %s", p.index, p.job.id, e)
+    def _evicted(self, proof_kind: str, to_make_room: bool) -> None:
+        if self.events.active:
+            self.events.publish(KeyEvicted(proof_kind, to_make_room))
 
     def _job_settled(self, job: Job) -> None:
-        """Every partition settled and the job concluded: journal it, end its span, retire it."""
+        """Every partition settled and the job concluded: end its span, retire it."""
         with self._lock:
             if self._active.pop(job.id, None) is None:
                 return
             self._finished[job.id] = job
-        if self.journal is not None and job.outcome is not None:
-            try:
-                self.journal.record_settled(job.id, job.outcome, job.error, job.finished_at)
-            except JournalError as e:
-                log.error("outcome of job %s not journaled: %s", job.id, e)
         self._prune_finished()
         if job.span is not None:
             self.spans.end(job.span, job.error_exc)
@@ -495,7 +513,9 @@ class Engine:
         job = Job(rec.proof_kind, rec.priority, rec.request_id, rec.attempt, rec.seq,
                   job_id=rec.id, submitted_at=rec.submitted_at)
         job.inputs_digest = rec.inputs_digest
-        job.trace_id = (rec.span_context or "--").split("-")[1] or None
+        original = span_context_of(rec.span_context)
+        if original is not None:
+            job.trace_id = format(original.trace_id, "032x")
         for i, item in enumerate(rec.inputs):
             p = Partition(job, i, item, self.spans, None)
             if i in rec.proofs:
@@ -533,8 +553,6 @@ class Engine:
             # The client's trace when it sent one, else the original job's: the trace goes on.
             parent = extract_context(rec.traceparent) if rec.traceparent else None
             if parent is None and original is not None:
-                from opentelemetry import trace
-
                 parent = trace.set_span_in_context(trace.NonRecordingSpan(original))
             self._create_spans(job, rec.inputs, parent, links=[original] if original else [],
                                proven=rec.proofs)
@@ -567,15 +585,15 @@ class Engine:
 
     # ---- keys and workers --------------------------------------------------------------------
 
-    def circuits(self) -> list[dict]:
+    def circuits(self) -> list[CircuitInfo]:
         resident = {rk.proof_kind: rk for rk in self.keys.resident()}
-        out = []
+        out: list[CircuitInfo] = []
         for name, kind in self.settings.proof_kinds.items():
             rk = resident.get(name)
             out.append({
                 "proof_kind": name,
                 "partitions": kind.partitions,
-                "priority": kind.priority,
+                "priority": kind.priority,  # type: ignore[typeddict-item]
                 "resident": rk is not None,
                 "sizes": dict(rk.handle.sizes) if rk else None,
                 "key_host_bytes": rk.host_bytes if rk else None,
@@ -606,9 +624,11 @@ class Engine:
 
     def pause_workers(self) -> None:
         self.pipeline.gpu_queue.pause()
+        self.events.publish(WorkersPaused(True))
 
     def resume_workers(self) -> None:
         self.pipeline.gpu_queue.resume()
+        self.events.publish(WorkersPaused(False))
 
     @property
     def workers(self) -> list:
@@ -616,67 +636,104 @@ class Engine:
 
     # ---- reads -------------------------------------------------------------------------------
 
-    def status(self) -> dict:
-        from cuzk.engine.status import build_status
-
-        return build_status(self)
-
-    def _live_jobs(self) -> list[Job]:
-        with self._lock:
-            return list(self._active.values())
-
-    def _metrics_snapshot(self) -> MetricsSnapshot:
+    def snapshot(self, recent_jobs: int = RECENT_JOBS) -> EngineSnapshot:
+        """Everything an operator can ask about, computed now from open leases, scopes and
+        reservations. ``recent_jobs``: finished jobs listed after the unfinished ones."""
         s = self.settings
-        snap = MetricsSnapshot(version=__version__, backend=self.prover.name)
-        for w in self.pipeline.workers:
-            busy, seconds, _ = w.sample()
-            snap.workers.append((w.id, w.device, busy, seconds))
-        snap.worker_partitions = self.counters.get("worker_partitions")  # type: ignore[assignment]
+        now = time.time()
+        with self._lock:
+            live = list(self._active.values())
+            finished = list(reversed(self._finished.values()))[:max(0, recent_jobs)]
+            started = self._started_at
+        paused = self.pipeline.gpu_queue.paused
+        workers = tuple(w.view(paused) for w in self.pipeline.workers)
+        phases: dict[tuple[str, str], int] = {}
+        queued: dict[tuple[str, str], int] = {}
         for name, kind in s.proof_kinds.items():
-            snap.jobs_queued[(name, kind.priority)] = 0
+            queued[(name, kind.priority)] = 0
             for phase in ACTIVE_PHASES:
-                snap.partitions[(name, phase)] = 0
-            snap.resident_keys[(name, "host")] = 0
-            if self.device_budgets:
-                snap.resident_keys[(name, "device")] = 0
-        for job in self._live_jobs():
-            if job.state == "queued":
+                phases[(name, phase)] = 0
+        # One read of the host budget gives its waiters and the partitions among them: the
+        # waiting_memory counts are those partitions, so they agree with the waiters always.
+        host, waiting = _read_budget(self.host_budget)
+        for w in host.waiters:
+            if w.proof_kind is not None:
+                k = (w.proof_kind, "waiting_memory")
+                phases[k] = phases.get(k, 0) + 1
+        live.sort(key=lambda j: j.seq)
+        views: list[JobView] = []
+        for job in live:
+            view = job.view(waiting)
+            views.append(view)
+            if view.state == "queued":
                 key = (job.proof_kind, job.priority)
-                snap.jobs_queued[key] = snap.jobs_queued.get(key, 0) + 1
-            for p in job.partitions:
-                phase = p.phase
-                if phase in ACTIVE_PHASES:
-                    k2 = (job.proof_kind, phase)
-                    snap.partitions[k2] = snap.partitions.get(k2, 0) + 1
-        snap.jobs_submitted = self.counters.get("jobs_submitted")  # type: ignore[assignment]
-        snap.jobs_recovered = self.counters.get("jobs_recovered")  # type: ignore[assignment]
-        snap.jobs_completed = self.counters.get("jobs_completed")  # type: ignore[assignment]
-        mem = self.host_budget.snapshot()
-        snap.memory_budget = mem["budget_bytes"]
-        snap.memory_reserved = {"proving_key": 0, "partition": 0, **mem["reserved_by_consumer"]}
-        snap.memory_waiters = len(mem["waiters"])
-        snap.evictions = mem["evictions"]
-        for device, budget in self.device_budgets.items():
-            dev = budget.snapshot()
-            snap.device_memory_budget[device] = dev["budget_bytes"]
-            reserved = {"proving_key": 0, "gpu_phase": 0, **dev["reserved_by_consumer"]}
-            for consumer, n in reserved.items():
-                snap.device_memory_reserved[(device, consumer)] = n
-        snap.evicted_bytes = mem["evicted_bytes"]
-        for rk in self.keys.resident():
-            snap.resident_keys[(rk.proof_kind, "host")] = rk.host_bytes
-            if rk.device_bytes:
-                snap.resident_keys[(rk.proof_kind, "device")] = sum(rk.device_bytes.values())
-        return snap
+                queued[key] = queued.get(key, 0) + 1
+            for p in view.partitions:
+                if p.phase in ACTIVE_PHASES and p.phase != "waiting_memory":
+                    k2 = (job.proof_kind, p.phase)
+                    phases[k2] = phases.get(k2, 0) + 1
+        views += [job.view() for job in finished]
+        keys = [KeyView(**k) for k in self.keys.snapshot()]
+        return EngineSnapshot(
+            time=now,
+            uptime_s=0.0 if started is None else time.monotonic() - started,
+            version=__version__,
+            backend=self.prover.name,
+            paused=paused,
+            queues={
+                "pending": len(self.pipeline.pending),
+                "gpu": len(self.pipeline.gpu_queue),
+                "finalize": len(self.pipeline.fin_queue),
+            },
+            workers=workers,
+            jobs=tuple(views),
+            partition_phases=phases,
+            jobs_queued=queued,
+            memory=host,
+            device_memory={d: _read_budget(b)[0] for d, b in self.device_budgets.items()},
+            keys=tuple(keys),
+            jobs_submitted=self.counters.get("jobs_submitted"),  # type: ignore[arg-type]
+            jobs_completed=self.counters.get("jobs_completed"),  # type: ignore[arg-type]
+            jobs_recovered=self.counters.get("jobs_recovered"),  # type: ignore[arg-type]
+            worker_partitions=self.counters.get("worker_partitions"),  # type: ignore[arg-type]
+            spans_open=len(self.spans.open_spans()),
+        )
 
-    def recovered(self) -> dict[tuple[str, str], int]:
-        """Jobs recovered from the journal at start, by (proof kind, outcome)."""
-        return self.counters.get("jobs_recovered")  # type: ignore[return-value]
+    def status(self) -> dict:
+        """The status snapshot in its wire shape (``cuzk.protocol.StatusInfo``)."""
+        return self.snapshot().to_wire()  # type: ignore[return-value]
 
     def quiescent(self) -> bool:
         """Nothing in flight: no live job, lease, reservation besides keys, or open job span."""
-        if self._live_jobs():
-            return False
+        with self._lock:
+            if self._active:
+                return False
         if any(w.busy for w in self.pipeline.workers):
             return False
         return all(r.consumer == "proving_key" for r in self.host_budget.live())
+
+
+def _read_budget(budget: MemoryBudget) -> tuple[BudgetView, set[int]]:
+    """One locked read of a budget, and the ids of the partitions among its waiters."""
+    snap = budget.snapshot()
+    waiters = []
+    waiting: set[int] = set()
+    for w in snap["waiters"]:
+        tag = w.get("tag")
+        if isinstance(tag, Partition):
+            waiting.add(id(tag))
+            waiters.append(WaiterView(w["consumer"], w["bytes"], w["priority_rank"], tag.job.id,
+                                      tag.index, tag.job.proof_kind))
+        else:
+            waiters.append(WaiterView(w["consumer"], w["bytes"], w["priority_rank"], None, None,
+                                      None))
+    view = BudgetView(
+        name=snap["name"],
+        budget_bytes=snap["budget_bytes"],
+        reserved_bytes=snap["reserved_bytes"],
+        reserved_by_consumer=snap["reserved_by_consumer"],
+        waiters=tuple(waiters),
+        evictions=snap["evictions"],
+        evicted_bytes=snap["evicted_bytes"],
+    )
+    return view, waiting

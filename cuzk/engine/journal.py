@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -29,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from cuzk.errors import Unavailable
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 APPLICATION_ID = 0x637A6B4A  # "czkJ": marks the file as a cuzk journal
@@ -402,3 +405,28 @@ class Journal:
             if self._db is None:
                 return {}
             return dict(self._db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state"))
+
+
+class JournalRecorder:
+    """The journal as a consumer of the engine's events: each finalized partition's proof and
+    each job's outcome. (A job's acceptance is written by the engine itself, before the 202,
+    because a failed write must refuse the submit; events cannot refuse anything.)"""
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+
+    def subscribe(self, bus: Any) -> Any:
+        return bus.subscribe(self.observe)
+
+    def observe(self, event: object) -> None:
+        from cuzk.engine.events import JobSettled, PartitionFinalized
+
+        try:
+            if isinstance(event, PartitionFinalized):
+                self.journal.record_partition(
+                    event.job_id, event.partition, dict(event.proof), list(event.public))
+            elif isinstance(event, JobSettled):
+                self.journal.record_settled(event.job_id, event.outcome, event.error)
+        except JournalError as e:  # the client still gets its proof; a restart redoes the work
+            log.error("not journaled (%s of job %s): %s", type(event).__name__,
+                      getattr(event, "job_id", "?"), e)

@@ -1,4 +1,4 @@
-"""The partition pipeline of design.md section 2: memory -> synthesis -> GPU -> finalize.
+"""The partition pipeline of docs/design.md section 2: synthesis (memory) -> GPU -> finalize.
 
 Each partition is a work item owned by exactly one place at a time: a queue or the thread
 running its current step. The owner is the only one that releases its resources, so cancel
@@ -6,6 +6,8 @@ and failure never race a running step: queued items are withdrawn from their que
 cleaned up by the canceller; running ones notice the job is over at the next step boundary.
 
 Phase continuity: every hand-off opens the next phase scope before closing the current one.
+What happens is published on the event bus (``cuzk.engine.events``); nothing here knows who
+listens.
 """
 
 from __future__ import annotations
@@ -17,15 +19,21 @@ from typing import Any
 
 from cuzk.engine.backend import ProverBackend
 from cuzk.engine.counters import Counters
+from cuzk.engine.events import (
+    EventBus,
+    JobSettled,
+    MemoryWaited,
+    PartitionFailed,
+    PartitionFinalized,
+)
 from cuzk.engine.jobs import Job, Partition, PhaseScope
 from cuzk.engine.keys import PARTITION_CONSUMER, KeyResidency
 from cuzk.engine.leases import GpuWorker
 from cuzk.engine.memory import MemoryBudget, ReservationAborted
 from cuzk.engine.queues import WorkQueue
 from cuzk.engine.settings import EngineSettings
+from cuzk.engine.spans import SpanBook
 from cuzk.protocol import PRIORITY_RANK
-from cuzk.telemetry.metrics import EngineMetrics
-from cuzk.telemetry.tracing import SpanBook
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +48,10 @@ def queue_key(p: Partition) -> tuple[int, int, int]:
 class _Stage:
     """Per-partition bookkeeping the pipeline needs between steps."""
 
-    __slots__ = ("device_reservation", "fin_done", "fin_scope", "queued_scope", "wait_scope")
+    __slots__ = ("device_reservation", "fin_done", "fin_scope", "queued_scope", "synth_scope")
 
     def __init__(self) -> None:
-        self.wait_scope: PhaseScope | None = None
+        self.synth_scope: PhaseScope | None = None  # queued_synthesis
         self.queued_scope: PhaseScope | None = None
         self.fin_scope: PhaseScope | None = None
         self.fin_done: threading.Event | None = None
@@ -56,24 +64,22 @@ class Pipeline:
         settings: EngineSettings,
         prover: ProverBackend,
         spans: SpanBook,
-        metrics: EngineMetrics,
+        bus: EventBus,
         counters: Counters,
         host_budget: MemoryBudget,
         device_budgets: dict[str, MemoryBudget],
         residency: KeyResidency,
         on_job_settled: Callable[[Job], None],
-        on_partition_proven: Callable[[Partition], None] | None = None,
     ) -> None:
         self.settings = settings
         self.prover = prover
         self.spans = spans
-        self.metrics = metrics
+        self.bus = bus
         self.counters = counters
         self.host = host_budget
         self.device_budgets = device_budgets
         self.keys = residency
         self._on_job_settled = on_job_settled
-        self._on_partition_proven = on_partition_proven
         rec = settings.record_intervals
         self.pending: WorkQueue[Partition] = WorkQueue("pending")
         self.gpu_queue: WorkQueue[Partition] = WorkQueue("gpu", record_intervals=rec)
@@ -126,9 +132,9 @@ class Pipeline:
     def drain(self, timeout: float) -> bool:
         """Start no new work; let partitions in synthesis, on a worker or finalizing finish.
 
-        Partitions waiting (for memory, or synthesized and queued for a GPU worker) are parked:
-        they hold nothing, keep their place in the journal and resume at the next start. True
-        when everything in flight finished within ``timeout``.
+        Partitions waiting (queued for synthesis, for memory, or synthesized and queued for a
+        GPU worker) are parked: they hold nothing, keep their place in the journal and resume
+        at the next start. True when everything in flight finished within ``timeout``.
         """
         import time
 
@@ -147,9 +153,17 @@ class Pipeline:
                 self._settled.wait(left)
         return True
 
-    def _park(self, p: Partition) -> None:
-        """Drop what a not-yet-started partition holds; it stays unsettled (see drain)."""
+    def _park(self, p: Partition, current: PhaseScope | None = None) -> None:
+        """Drop what a partition not yet proving holds; it stays unsettled, back in
+        ``queued_synthesis`` (its next start begins there)."""
         self._release(p)
+        with self._stage_lock:
+            st = self._stage.get(id(p))
+        if st is not None:
+            leaving = current or st.queued_scope
+            if leaving is not None and not leaving.closed:
+                st.synth_scope = p.open_phase("queued_synthesis")
+                leaving.close()
         with self._settled:
             self._parked[id(p)] = p
             self._settled.notify_all()
@@ -161,7 +175,7 @@ class Pipeline:
         todo = [p for p in job.partitions if p.outcome is None]
         for p in todo:
             st = _Stage()
-            st.wait_scope = p.open_phase("waiting_memory")
+            st.synth_scope = p.open_phase("queued_synthesis")
             with self._stage_lock:
                 self._stage[id(p)] = st
         for p in todo:
@@ -195,17 +209,24 @@ class Pipeline:
             return self._abandon(p)
         if self.draining:
             return self._park(p)
+        # From here a synthesis thread holds the partition: key, reservation, witness, a/b/c.
+        scope = p.open_phase("synthesizing")
+        st.synth_scope.close()  # type: ignore[union-attr]
         mem_span = self.spans.start("cuzk.memory.wait", p.span, self._attrs(p))
         try:
             # One grant: the key (pinned) and the working memory together, or nothing held
             # while waiting (cuzk.engine.keys explains why).
-            p.key, p.reservation = self.keys.admit(
-                job.proof_kind, job.priority, abort=lambda: job.terminal or self.draining)
+            with p.open_phase("waiting_memory", nested=True):
+                p.key, p.reservation = self.keys.admit(
+                    job.proof_kind, job.priority, abort=lambda: job.terminal or self.draining,
+                    tag=p)
             mem_span.set_attribute("cuzk.memory.bytes", p.reservation.held)
-            self.metrics.observe_memory_wait(PARTITION_CONSUMER, p.reservation.waited_s)
+            if self.bus.active:
+                self.bus.publish(MemoryWaited(
+                    self.host.name, PARTITION_CONSUMER, p.reservation.waited_s))
         except ReservationAborted:
             self.spans.end(mem_span)
-            return self._abandon(p) if job.terminal else self._park(p)
+            return self._abandon(p) if job.terminal else self._park(p, scope)
         except Exception as exc:
             self.spans.end(mem_span, exc)
             return self._fail(p, exc)
@@ -216,10 +237,8 @@ class Pipeline:
         if job.terminal:
             return self._abandon(p)
         if self.draining:
-            return self._park(p)
-        syn_span = self.spans.start("cuzk.synthesis", p.span, self._attrs(p))
-        scope = p.open_phase("synthesizing", syn_span)
-        st.wait_scope.close()  # type: ignore[union-attr]
+            return self._park(p, scope)
+        scope.span = self.spans.start("cuzk.synthesis", p.span, self._attrs(p))
         try:
             p.synthesis = self.prover.synthesize(p.key.handle, p.inputs)
         except Exception as exc:
@@ -250,6 +269,9 @@ class Pipeline:
             try:
                 st.device_reservation = budget.reserve(
                     est.device_bytes, GPU_CONSUMER, job.priority, abort=lambda: job.terminal)
+                if self.bus.active:
+                    self.bus.publish(MemoryWaited(
+                        budget.name, GPU_CONSUMER, st.device_reservation.waited_s))
             except ReservationAborted:
                 return self._abandon(p)
             except Exception as exc:
@@ -281,7 +303,7 @@ class Pipeline:
             return
         finally:
             if st.device_reservation is not None:
-                st.device_reservation.budget._release_rest(st.device_reservation)
+                st.device_reservation.close()
                 st.device_reservation = None
         if not handed_off:
             self._abandon(p)
@@ -311,8 +333,9 @@ class Pipeline:
                 p.proof = self.prover.finalize(p.key.handle, p.synthesis, p.gpu_output)
             except Exception as exc:
                 return self._fail(p, exc)
-            if self._on_partition_proven is not None:
-                self._on_partition_proven(p)  # journaled before anyone sees it done
+            if self.bus.active:
+                self.bus.publish(PartitionFinalized(
+                    job.id, job.proof_kind, p.index, p.proof.proof, tuple(p.proof.public)))
             self._release(p)
             p.settle("done")
             self._after_settle(p)
@@ -325,7 +348,7 @@ class Pipeline:
     def _release(self, p: Partition) -> None:
         """Give back everything the work item holds; safe to call more than once."""
         if p.reservation is not None:
-            p.reservation.budget._release_rest(p.reservation)
+            p.reservation.close()
             p.reservation = None
         if p.key is not None:
             key, p.key = p.key, None
@@ -344,8 +367,11 @@ class Pipeline:
         self._after_settle(p)
 
     def _fail(self, p: Partition, exc: BaseException) -> None:
+        phase = p.phase
         self._release(p)
-        p.settle("failed", exc)
+        if p.settle("failed", exc) and self.bus.active:
+            self.bus.publish(PartitionFailed(
+                p.job.id, p.job.proof_kind, p.index, phase, str(exc)))
         self.finish_job(p.job, "failed", f"partition {p.index}: {exc}", exc)
         self._after_settle(p)
 
@@ -367,7 +393,6 @@ class Pipeline:
         if not job.conclude(outcome, error):
             return False
         self.counters.inc("jobs_completed", (job.proof_kind, outcome))
-        self.metrics.observe_job(job.proof_kind, job.duration_s(), job.trace_id)
         if job.span is not None:
             job.span.set_attribute("cuzk.job.status", outcome)
         job.error_exc = exc
@@ -380,6 +405,10 @@ class Pipeline:
                 self._abandon(q)
         for budget in (self.host, *self.device_budgets.values()):
             budget.wake()  # its partitions waiting for memory withdraw now
+        if self.bus.active:  # before waiters wake: they may read what subscribers recorded
+            self.bus.publish(JobSettled(
+                job.id, job.proof_kind, job.priority, job.request_id, job.attempt, outcome,
+                error, job.duration_s(), job.trace_id, job.trace_sampled))
         job._done.set()
         if all(q.outcome is not None for q in job.partitions):
             self._on_job_settled(job)

@@ -21,9 +21,9 @@ from cuzk.settings_schema import (
     choice,
     devices,
     int_or_auto,
-    path,
     positive_int,
     setting,
+    xdg_path,
 )
 
 BACKENDS: tuple[str, ...] = ("auto", "cpu", "cuda")
@@ -124,9 +124,10 @@ class EngineSettings:
         devices,
     )
     keys_dir: Path = setting(
-        "~/.cache/cuzk/keys",
-        "Where proving keys generated on first use (for proof kinds without a zkey) are cached.",
-        path,
+        "",
+        "Where proving keys generated on first use (for proof kinds without a zkey) are cached; "
+        '"" = $XDG_CACHE_HOME/cuzk/keys (~/.cache/cuzk/keys), where `cuzk keygen` puts them.',
+        xdg_path("XDG_CACHE_HOME", ".cache", "cuzk", "keys"),
     )
     self_verify: bool = setting(
         True,

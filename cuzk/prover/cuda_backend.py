@@ -17,6 +17,8 @@ Operations on one backend are serialised by a lock: they share the device's stre
 from __future__ import annotations
 
 import functools
+import logging
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -33,6 +35,18 @@ if TYPE_CHECKING:
 
 G1_SECTIONS = ("A", "B1", "C", "H")
 _FR_BYTES = 32
+
+
+def h_device_bytes(n: int, twiddles: bool = True) -> int:
+    """Device bytes alive at the peak of ``h_evaluations`` on a domain of n.
+
+    a, b, c as uploaded rows (3n) and limb-major copies (3n), the (n, 8) output (n) and, the
+    first time a domain this large is used, the twiddle table (n/2): 7.5 n Fr elements of 32
+    bytes. Plus the small power tables the twiddles and the coset shift are built from.
+    """
+    half = 1 << ((max(n, 2).bit_length()) // 2 + 1)
+    tables = 4 * half * _FR_BYTES
+    return (7 * n + (n // 2 if twiddles else 0)) * _FR_BYTES + tables
 
 
 class CudaError(CuzkError):
@@ -55,30 +69,59 @@ class DeviceOutOfMemory(CuzkError):
         self.what = what
 
 
+REQUIRE_GPU_ENV = "CUZK_REQUIRE_GPU"
+_log = logging.getLogger(__name__)
+
+
+def gpu_required() -> bool:
+    """``CUZK_REQUIRE_GPU=1``: a missing device is an error, never a skip (the device check)."""
+    return os.environ.get(REQUIRE_GPU_ENV, "").strip() == "1"
+
+
 @functools.cache
-def _probe() -> int:
+def _probe() -> tuple[int, str | None]:
+    """(usable devices, why none is usable); the reason is logged once per process."""
     if simulator_enabled():
-        return 0
+        return 0, "NUMBA_ENABLE_CUDASIM=1 selects the numba CUDA simulator"
     try:
         import cupy
+    except Exception as exc:
+        return _unusable(f"CuPy cannot be imported ({type(exc).__name__}: {exc})")
+    try:
+        count = int(cupy.cuda.runtime.getDeviceCount())
+    except Exception as exc:
+        return _unusable(f"the CUDA driver reports no devices ({type(exc).__name__}: {exc})")
+    if count == 0:
+        return _unusable("the CUDA driver reports 0 devices")
+    try:
         from numba import cuda
 
-        count = int(cupy.cuda.runtime.getDeviceCount())
-        if count == 0 or not cuda.is_available():
-            return 0
-        return count
-    except Exception:
-        return 0
+        if not cuda.is_available():
+            return _unusable("numba-cuda finds no usable device or driver "
+                             f"(numba.cuda.is_available() is False; {count} seen by CuPy)")
+    except Exception as exc:
+        return _unusable(f"numba-cuda cannot be used ({type(exc).__name__}: {exc})")
+    return count, None
+
+
+def _unusable(reason: str) -> tuple[int, str]:
+    _log.warning("CUDA backend unusable: %s", reason)
+    return 0, reason
+
+
+def cuda_unavailable_reason() -> str | None:
+    """Why no CUDA device is usable (None when one is)."""
+    return _probe()[1]
 
 
 def cuda_device_count() -> int:
     """Usable CUDA devices (0 when CuPy, numba-cuda or the driver is missing, or no GPU)."""
-    return _probe()
+    return _probe()[0]
 
 
 def cuda_available() -> bool:
     """Whether ``backend = "auto"`` should pick CUDA: a device, its driver, CuPy and numba-cuda."""
-    return _probe() > 0
+    return _probe()[0] > 0
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -94,10 +137,11 @@ def _is_oom(exc: BaseException) -> bool:
 
 def _make_executor(cupy: Any, stream: Any) -> Any:
     """The kernel executor on ``stream`` (a seam: the CPU flow test swaps in the CPU target)."""
+    from kernels.gpu.aot import configured_bundle
     from kernels.gpu.launch import Executor
     from kernels.gpu.runtime import cuda_target
 
-    return Executor(cuda_target(), cupy, stream=stream)
+    return Executor(cuda_target(), cupy, stream=stream, kernels=configured_bundle())
 
 
 class _ResidentKey:
@@ -116,7 +160,8 @@ class CudaBackend:
         count = cuda_device_count()
         if count == 0:
             raise CudaError(
-                "no usable CUDA device (needs an NVIDIA driver, cupy-cuda13x and numba-cuda)"
+                "no usable CUDA device (needs an NVIDIA driver, cupy-cuda13x and numba-cuda): "
+                f"{cuda_unavailable_reason()}"
             )
         if not 0 <= device_index < count:
             raise CudaError(f"CUDA device {device_index} does not exist ({count} visible)")
@@ -268,7 +313,7 @@ class CudaBackend:
         from kernels.gpu.msm import device_bytes_estimate
 
         n = key.sizes.domain_size
-        h_bytes = 4 * n * _FR_BYTES + (n // 2) * _FR_BYTES
+        h_bytes = h_device_bytes(n)
         m = max(int(key.g1_section_array(s).shape[0]) for s in G1_SECTIONS)
         return max(h_bytes, device_bytes_estimate(max(m, 1)))
 

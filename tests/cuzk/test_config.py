@@ -210,7 +210,6 @@ def test_command_line_override_wins(bundled: list[SimpleNamespace]) -> None:
         ({"CUZK_ENGINE_DEVICE_MEMORY_BUDGET_BYTES": "x"}, "engine.device_memory_budget_bytes"),
         ({"CUZK_ENGINE_CUDA_DEVICES": "0,0"}, "engine.cuda_devices"),
         ({"CUZK_ENGINE_SELF_VERIFY": "maybe"}, "engine.self_verify"),
-        ({"CUZK_ENGINE_KEYS_DIR": " "}, "engine.keys_dir"),
         ({"CUZK_SERVER_LISTEN": "nowhere"}, "server.listen (from CUZK_SERVER_LISTEN)"),
         ({"CUZK_SERVER_LISTEN": "127.0.0.1:99999"}, "server.listen"),
         ({"CUZK_SERVER_MAX_BODY_BYTES": "-5"}, "server.max_body_bytes"),
@@ -239,13 +238,16 @@ def test_env_errors_name_the_key(
     [
         ("[server]\nlisten = 9820\n", "server.listen: must be HOST:PORT"),
         ("[server]\nport = 1\n", "server.port: unknown key"),
-        ("[sever]\nlisten = '1.2.3.4:5'\n", "sever: unknown section"),
+        ("[sever]\nlisten = '1.2.3.4:5'\n", "sever: unknown section; did you mean 'server'?"),
+        ("[engine]\ngpu_worker_per_device = 1\n", "did you mean 'gpu_workers_per_device'?"),
         ("server = 1\n", "server: must be a table"),
         ("[engine]\ngpu_workers_per_device = true\n", "engine.gpu_workers_per_device"),
         ("[engine]\ngpu_workers_per_device = 1.5\n", "engine.gpu_workers_per_device"),
         ("[engine]\nmemory_budget_bytes = -1\n", "engine.memory_budget_bytes"),
         ("[engine]\nself_verify = 'perhaps'\n", "engine.self_verify"),
         ("[engine]\ncuda_devices = [-1]\n", "engine.cuda_devices"),
+        ("[engine]\nkeys_dir = 3\n", "engine.keys_dir: must be a path string"),
+        ("[journal]\npath = false\n", "journal.path: must be a path string"),
         ("[telemetry]\ntracing = 3\n", "telemetry.tracing"),
         ("[proof_kinds.porep-c2]\npartitions = 0\n", "proof_kinds.porep-c2.partitions"),
         ("[proof_kinds.porep-c2]\nshape = 'x'\n", "proof_kinds.porep-c2.shape: unknown key"),
@@ -350,7 +352,8 @@ def test_config_dataclass_defaults_agree_with_schema(
     bundled: list[SimpleNamespace], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Config() (used when the API is built without a file) must mean the same as no file."""
-    monkeypatch.delenv("XDG_STATE_HOME", raising=False)  # Config() reads the real environment
+    for variable in ("XDG_STATE_HOME", "XDG_CACHE_HOME"):  # Config() reads the real environment
+        monkeypatch.delenv(variable, raising=False)
     loaded = load_config(env={}, bundled=bundled).to_dict()
     bare = Config().to_dict()
     for section in SCHEMA:
@@ -486,3 +489,30 @@ def test_bundled_proof_kind_defaults_are_written_once() -> None:
             c.priority,
         )
         assert engine_kinds[name].r1cs == config_kinds[name].r1cs == c.r1cs_path
+
+
+def test_keys_dir_follows_xdg_cache_home_like_the_key_store(
+    tmp_path: Path, bundled: list[SimpleNamespace], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server looks for development keys where `cuzk keygen` puts them."""
+    cache = tmp_path / "cache"
+    c = load_config(env={"XDG_CACHE_HOME": str(cache)}, bundled=bundled)
+    assert c.engine.keys_dir == cache / "cuzk" / "keys"
+    c = load_config(env={"XDG_CACHE_HOME": "relative"}, bundled=bundled)  # ignored, as XDG says
+    assert c.engine.keys_dir == Path.home() / ".cache" / "cuzk" / "keys"
+    # "" (the declared default) from a variable clears a keys_dir set in the file.
+    p = write(tmp_path, '[engine]\nkeys_dir = "mine"\n')
+    assert load_config(p, env={}, bundled=bundled).engine.keys_dir == tmp_path / "mine"
+    c = load_config(p, env={"CUZK_ENGINE_KEYS_DIR": " "}, bundled=bundled)
+    assert c.engine.keys_dir == Path.home() / ".cache" / "cuzk" / "keys"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    import importlib
+
+    import cuzk.prover.keystore as keystore
+
+    keystore = importlib.reload(keystore)  # its default is read at import
+    try:
+        assert load_config(bundled=bundled).engine.keys_dir == keystore.DEFAULT_KEYS_DIR
+    finally:
+        monkeypatch.delenv("XDG_CACHE_HOME")
+        importlib.reload(keystore)

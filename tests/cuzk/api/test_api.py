@@ -22,8 +22,8 @@ from starlette.testclient import TestClient
 from cuzk.api.app import MAX_WAIT_SECONDS, create_app
 from cuzk.config import Config, ServerConfig, TelemetryConfig
 from cuzk.engine.engine import Engine
-from cuzk.engine.testing import ScriptedProver
 from cuzk.errors import WitnessError
+from cuzk.testing import ScriptedProver
 
 # Starlette's TestClient nags about httpx and per-request timeouts; neither matters here.
 pytestmark = pytest.mark.filterwarnings("ignore::starlette.exceptions.StarletteDeprecationWarning")

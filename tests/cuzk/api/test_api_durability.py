@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 
 from cuzk.api.app import create_app
 from cuzk.config import Config
-from cuzk.engine.testing import ScriptedProver, make_test_engine, wait_until
+from cuzk.testing import ScriptedProver, make_test_engine, wait_until
 
 pytestmark = pytest.mark.filterwarnings("ignore::starlette.exceptions.StarletteDeprecationWarning")
 

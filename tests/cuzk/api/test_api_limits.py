@@ -16,7 +16,7 @@ from cuzk.api.app import create_app
 from cuzk.api.server import uvicorn_config
 from cuzk.config import Config, ServerConfig
 from cuzk.engine.engine import Engine
-from cuzk.engine.testing import ScriptedProver
+from cuzk.testing import ScriptedProver
 
 
 def _free_port() -> int:

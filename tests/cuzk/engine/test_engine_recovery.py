@@ -11,7 +11,7 @@ import pytest
 
 from cuzk.engine.engine import EngineNotRunning
 from cuzk.engine.journal import JournalCorrupt, JournalError
-from cuzk.engine.testing import ScriptedProver, make_test_engine, wait_until
+from cuzk.testing import ScriptedProver, make_test_engine, wait_until
 from cuzk.errors import RequestConflict
 
 KINDS = {"porep-c2": (3, "normal"), "winning-post": (1, "critical"), "window-post": (1, "high")}

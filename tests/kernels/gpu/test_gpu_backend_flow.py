@@ -145,3 +145,25 @@ def test_backend_out_of_memory_is_a_clean_partition_failure(fake):
         backend.msm_g1(key, "A", sc)
     pool.limit = None
     assert backend.msm_g1(key, "A", sc) == G1Point.multiexp_unchecked(pts, [Scalar(3)] * 12)
+
+
+def test_h_device_memory_estimate_covers_the_measured_peak(fake):
+    """Every array the H step allocates on the 'device' (NumPy here, traced by tracemalloc) is in
+    h_device_bytes: the peak is within the estimate and the estimate not far above it."""
+    import tracemalloc
+
+    backend, _ = fake
+    key, _ = _key(4, 1)
+    n = 1 << 12
+    rng = random.Random(5)
+    a, b, c = (FR.to_mont(FR.from_ints([rng.randrange(R) for _ in range(n)])) for _ in range(3))
+    backend.h_evaluations(key, a, b, c)           # staging buffers and twiddles now exist
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        backend.h_evaluations(key, a, b, c)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    est = cuda_backend.h_device_bytes(n, twiddles=False)
+    assert peak <= est <= 1.2 * peak, (peak, est)
