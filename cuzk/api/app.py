@@ -41,6 +41,7 @@ from cuzk import __version__
 from cuzk.api.auth import BearerAuth, resolve_token
 from cuzk.api.limits import InFlightLimit
 from cuzk.api.openapi import openapi_schema
+from cuzk.api.openapi_front import document_front_end
 from cuzk.api.signals import OversizeNumber, check_signal_values, parse_json_int
 from cuzk.config import Config
 from cuzk.errors import CuzkError, FormatError, InputError, MemoryRequestTooLarge, Unavailable
@@ -438,7 +439,12 @@ def create_app(
             return JSONResponse({"status": "not ready", "reason": reason}, status_code=503)
         return JSONResponse({"status": "ready"})
 
-    schema = openapi_schema()
+    token = resolve_token(config.server)
+    schema = document_front_end(
+        openapi_schema(),
+        auth=token is not None,
+        metrics_require_auth=config.server.metrics_require_auth,
+    )
 
     async def openapi(request: Request) -> Response:
         return JSONResponse(schema)
@@ -471,15 +477,22 @@ def create_app(
         Route("/openapi.json", openapi, methods=["GET"]),
     ]
     middleware = [Middleware(InFlightLimit, limit=config.server.max_requests_in_flight)]
-    token = resolve_token(config.server)
     if token is not None:
         middleware.append(
             Middleware(
                 BearerAuth, token=token, metrics_require_auth=config.server.metrics_require_auth
             )
         )
+
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        # Outside the endpoints' own mapping (a probe, the schema): still JSON, never text.
+        log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
+        return error_response(500, f"internal error: {type(exc).__name__}")
+
     app = Starlette(
-        routes=routes, middleware=middleware, exception_handlers={HTTPException: http_error}
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={HTTPException: http_error, Exception: unexpected},
     )
     app.state.engine = engine
     app.state.config = config
