@@ -8,12 +8,14 @@ wrong, so bad input never reaches (or disturbs) the engine.
 Status codes: 202 submit accepted (the same job again for a repeated ``request_id``); 400
 malformed JSON, a body that is not an object, missing/unknown/mistyped fields, the wrong number
 of partition inputs, a bad ``?wait``; 404 unknown job id, unknown proof kind (on submit too,
-since the kind names a resource), unknown route; 405 wrong method; 413 body over
-``server.max_body_bytes`` (refused while reading); 422 inputs the witness generator rejects;
-507 a partition larger than the whole memory budget; 500 a corrupt server-side file (naming it)
-or anything unexpected. In front of the routes: 401 without the bearer token when one is
-configured (``cuzk.api.auth``), 503 past ``server.max_requests_in_flight`` (``cuzk.api.limits``);
-below them, 408 and closed connections for slow clients (``cuzk.api.server``).
+since the kind names a resource), unknown route; 405 wrong method; 409 a ``request_id`` that
+names a job with a different body; 413 body over ``server.max_body_bytes`` (refused while
+reading); 422 inputs the witness generator rejects; 503 (with ``Retry-After``) while draining
+or when the journal cannot be written; 507 a partition larger than the whole memory budget;
+500 a corrupt server-side file (naming it) or anything unexpected. In front of the routes: 401
+without the bearer token when one is configured (``cuzk.api.auth``), 503 past
+``server.max_requests_in_flight`` (``cuzk.api.limits``); below them, 408 and closed connections
+for slow clients (``cuzk.api.server``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
@@ -39,13 +41,18 @@ from cuzk import __version__
 from cuzk.api.auth import BearerAuth, resolve_token
 from cuzk.api.limits import InFlightLimit
 from cuzk.api.openapi import openapi_schema
+from cuzk.api.openapi_front import document_front_end
 from cuzk.api.signals import OversizeNumber, check_signal_values, parse_json_int
-from cuzk.config import PRIORITIES, Config
-from cuzk.errors import CuzkError, FormatError, InputError, MemoryRequestTooLarge
+from cuzk.config import Config
+from cuzk.errors import CuzkError, FormatError, InputError, MemoryRequestTooLarge, Unavailable
+from cuzk.protocol import PRIORITIES, TERMINAL_STATES, CircuitInfo
+from cuzk.telemetry.metrics import EngineMetrics
+
+if TYPE_CHECKING:
+    from cuzk.engine import Engine
 
 log = logging.getLogger("cuzk.api")
 
-TERMINAL_STATES = frozenset({"succeeded", "failed", "cancelled"})
 MAX_WAIT_SECONDS = 300.0
 """Longest ``?wait=`` long-poll accepted; clients wanting longer simply poll again."""
 _WAIT_SLICE_SECONDS = 1.0
@@ -243,26 +250,18 @@ def parse_wait(request: Request) -> float:
 # --------------------------------------------------------------------------- the app
 
 
-def _entry_name(entry: dict[str, Any]) -> str | None:
-    return entry.get("proof_kind", entry.get("name"))
+def create_app(
+    engine: Engine, config: Config | None = None, metrics: EngineMetrics | None = None
+) -> Starlette:
+    """Build the ASGI app over a started engine; the caller owns the engine's lifetime.
 
-
-def _registry(engine: Any) -> Any:
-    """The engine's prometheus registry (each engine has its own, so tests can run several)."""
-    for path in (("registry",), ("metrics", "registry"), ("telemetry", "registry")):
-        obj = engine
-        for attr in path:
-            obj = getattr(obj, attr, None)
-        if obj is not None:
-            return obj
-    from prometheus_client import REGISTRY
-
-    return REGISTRY
-
-
-def create_app(engine: Any, config: Config | None = None) -> Starlette:
-    """Build the ASGI app over a started engine; the caller owns the engine's lifetime."""
+    ``metrics``: the registry ``/metrics`` serves; when ``telemetry.metrics`` is on and none
+    is given, the app subscribes its own to the engine.
+    """
     config = config or Config()
+    if metrics is None and config.telemetry.metrics:
+        metrics = EngineMetrics(engine)
+    engine_metrics = metrics
     body_limit = config.server.max_body_bytes
     long_polls = anyio.CapacityLimiter(_LONG_POLL_THREADS)
 
@@ -285,7 +284,15 @@ def create_app(engine: Any, config: Config | None = None) -> Starlette:
                 log.error("server file fault on %s %s: %s", request.method, request.url.path, e)
                 return server_file_fault(e)
             except InputError as e:
-                return error_response(getattr(e, "http_status", 400), str(e))
+                response = error_response(getattr(e, "http_status", 400), str(e))
+                if getattr(e, "job_id", None):  # 409: where the existing job is
+                    response.headers["Location"] = f"/v1/proofs/{e.job_id}"  # type: ignore[attr-defined]
+                return response
+            except Unavailable as e:
+                response = error_response(503, str(e))
+                if e.retry_after is not None:
+                    response.headers["Retry-After"] = str(math.ceil(e.retry_after))
+                return response
             except MemoryRequestTooLarge as e:
                 return error_response(507, str(e))
             except CuzkError as e:
@@ -297,11 +304,11 @@ def create_app(engine: Any, config: Config | None = None) -> Starlette:
 
         return wrapped
 
-    def kind_known(kind: str, circuits: list[dict[str, Any]]) -> dict[str, Any]:
+    def kind_known(kind: str, circuits: list[CircuitInfo]) -> CircuitInfo:
         for entry in circuits:
-            if _entry_name(entry) == kind:
+            if entry["proof_kind"] == kind:
                 return entry
-        names = ", ".join(str(_entry_name(c)) for c in circuits) or "none"
+        names = ", ".join(c["proof_kind"] for c in circuits) or "none"
         raise ApiError(404, f"unknown proof kind {kind!r} (available: {names})")
 
     @endpoint
@@ -310,8 +317,8 @@ def create_app(engine: Any, config: Config | None = None) -> Starlette:
         kind, inputs, request_id, priority = parse_submit(body)
         entry = kind_known(kind, await call(engine.circuits))
         check_signal_values(inputs)
-        partitions = entry.get("partitions")
-        if isinstance(partitions, int) and len(inputs) != partitions:
+        partitions = entry["partitions"]
+        if len(inputs) != partitions:
             raise ApiError(
                 400,
                 f"proof kind {kind!r} takes {partitions} partition input"
@@ -340,9 +347,12 @@ def create_app(engine: Any, config: Config | None = None) -> Starlette:
         wait = parse_wait(request)
         job = await call(engine.get, job_id)
         deadline = time.monotonic() + wait
+        drained = getattr(engine, "drained", None)  # shutting down: answer with the state now
         while job.to_dict()["state"] not in TERMINAL_STATES:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or await request.is_disconnected():
+                break
+            if drained is not None and drained.is_set():
                 break
             job = await anyio.to_thread.run_sync(
                 engine.wait, job_id, min(_WAIT_SLICE_SECONDS, remaining), limiter=long_polls
@@ -362,11 +372,8 @@ def create_app(engine: Any, config: Config | None = None) -> Starlette:
     async def circuits(request: Request) -> Response:
         return JSONResponse({"circuits": await call(engine.circuits)})
 
-    async def key_entry(kind: str) -> dict[str, Any]:
-        for entry in await call(engine.circuits):
-            if _entry_name(entry) == kind:
-                return entry
-        return {"proof_kind": kind}
+    async def key_entry(kind: str) -> CircuitInfo:
+        return kind_known(kind, await call(engine.circuits))
 
     @endpoint
     async def preload_key(request: Request) -> Response:
@@ -413,12 +420,12 @@ def create_app(engine: Any, config: Config | None = None) -> Starlette:
 
     @endpoint
     async def metrics(request: Request) -> Response:
-        if not config.telemetry.metrics:
+        if engine_metrics is None:
             raise ApiError(404, "metrics are disabled (telemetry.metrics = false)")
         from prometheus_client.exposition import choose_encoder
 
         encoder, content_type = choose_encoder(request.headers.get("accept", ""))
-        payload = await call(encoder, _registry(engine))
+        payload = await call(encoder, engine_metrics.registry)
         return Response(payload, media_type=content_type)
 
     async def healthz(request: Request) -> Response:
@@ -426,17 +433,18 @@ def create_app(engine: Any, config: Config | None = None) -> Starlette:
 
     @endpoint
     async def readyz(request: Request) -> Response:
-        # Ready = started and not shutting down (the engine refuses submits otherwise).
-        ready = getattr(engine, "running", None)
-        if ready is None:
-            ready = getattr(engine, "_running", True)
-        if callable(ready):
-            ready = ready()
-        if not ready:
-            return JSONResponse({"status": "not ready"}, status_code=503)
+        # Ready = started, not draining, journal writable (the engine refuses submits otherwise).
+        reason = await call(engine.readiness)
+        if reason is not None:
+            return JSONResponse({"status": "not ready", "reason": reason}, status_code=503)
         return JSONResponse({"status": "ready"})
 
-    schema = openapi_schema()
+    token = resolve_token(config.server)
+    schema = document_front_end(
+        openapi_schema(),
+        auth=token is not None,
+        metrics_require_auth=config.server.metrics_require_auth,
+    )
 
     async def openapi(request: Request) -> Response:
         return JSONResponse(schema)
@@ -469,16 +477,24 @@ def create_app(engine: Any, config: Config | None = None) -> Starlette:
         Route("/openapi.json", openapi, methods=["GET"]),
     ]
     middleware = [Middleware(InFlightLimit, limit=config.server.max_requests_in_flight)]
-    token = resolve_token(config.server)
     if token is not None:
         middleware.append(
             Middleware(
                 BearerAuth, token=token, metrics_require_auth=config.server.metrics_require_auth
             )
         )
+
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        # Outside the endpoints' own mapping (a probe, the schema): still JSON, never text.
+        log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
+        return error_response(500, f"internal error: {type(exc).__name__}")
+
     app = Starlette(
-        routes=routes, middleware=middleware, exception_handlers={HTTPException: http_error}
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={HTTPException: http_error, Exception: unexpected},
     )
     app.state.engine = engine
     app.state.config = config
+    app.state.metrics = engine_metrics
     return app

@@ -64,7 +64,7 @@ def register(subparsers: Any) -> None:
 
 
 def run_engine(args: argparse.Namespace) -> int:
-    from cuzk.engine.bench import run_engine_bench
+    from cuzk.cli.bench_engine import run_engine_bench
 
     figures = run_engine_bench(
         prover=args.prover, jobs=args.jobs, repeats=args.repeats, seed=args.seed, scale=args.scale

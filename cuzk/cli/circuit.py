@@ -85,7 +85,18 @@ def check_files(r1cs: Path, wasm: Path, zkey: Path | None, name: str | None = No
         return f"{r1cs} and {wasm} belong together ({summary})"
     key = ProvingKey.load(zkey)
     circuit.check_key(key)
-    return f"{r1cs}, {wasm} and {zkey} belong together ({summary})"
+    return f"{r1cs}, {wasm} and {zkey} belong together ({summary}; {_ceremony(key)})"
+
+
+def _ceremony(key) -> str:
+    """The key's phase-2 record (section 10): contributions and the circuit hash snarkjs prints
+    as "Circuit Hash", to compare with the ceremony's transcript (``snarkjs zkey verify``
+    checks it against the r1cs and the powers of tau, which cuzk never sees)."""
+    mpc = key.zkey.mpc_params
+    if mpc is None:
+        return "no contributions section"
+    count = int.from_bytes(mpc[64:68], "little")
+    return f"{count} phase-2 contribution{'s' if count != 1 else ''}, circuit hash {mpc[:64].hex()}"
 
 
 class _Usage(CuzkError):

@@ -142,6 +142,9 @@ class KeyResidency:
         self._needs: dict[str, KindNeed] = {}  # under _cond
         self.loads: dict[str, int] = {}
         self.unloads: dict[str, int] = {}
+        # Told (outside the lock) once a key is gone: its proof kind, and whether it was
+        # evicted to make room (not by an operator). The engine publishes it as an event.
+        self.on_evicted: Callable[[str, bool], None] | None = None
 
     def _kind_lock(self, kind: str) -> threading.Lock:
         with self._lock:
@@ -186,16 +189,18 @@ class KeyResidency:
         abort: Callable[[], bool] | None = None,
         timeout: float | None = None,
         with_partition: bool = True,
+        tag: object = None,
     ) -> tuple[ResidentKey, Reservation | None]:
         """Block until the kind's key is resident and pinned *and* (``with_partition``) the
         partition's working memory is reserved, granted together. Pair with ``release(key)``
         and the reservation's release. Raises PartitionTooLarge, ReservationAborted,
-        TimeoutError or the key's load error."""
+        TimeoutError or the key's load error. ``tag`` names the waiter in the budget's
+        snapshot (the engine passes the partition)."""
         start = time.monotonic()
         while True:
             self.need(kind)
             slot, res, created = self._wait_grant(kind, priority, abort, timeout, start,
-                                                  with_partition)
+                                                  with_partition, tag)
             try:
                 if created:
                     self._load(slot)
@@ -215,12 +220,12 @@ class KeyResidency:
 
     def _give_back(self, slot: ResidentKey, res: Reservation | None) -> None:
         if res is not None:
-            res.budget._release_rest(res)
+            res.close()
         self.release(slot)
 
     def _wait_grant(
         self, kind: str, priority: str, abort: Callable[[], bool] | None,
-        timeout: float | None, start: float, with_partition: bool,
+        timeout: float | None, start: float, with_partition: bool, tag: object = None,
     ) -> tuple[ResidentKey, Reservation | None, bool]:
         def needs(n: KindNeed, slot: ResidentKey | None) -> dict[MemoryBudget, int]:
             out = {self._host: (n.working if with_partition else 0)
@@ -251,7 +256,7 @@ class KeyResidency:
                 return (slot, res, created), []
             return None, choose_victims({b: x for b, x in want.items() if x}, exclude=slot)
 
-        waiter_detail: dict = {"proof_kind": kind}
+        waiter_detail: dict = {"proof_kind": kind, "tag": tag}
         n0 = self.need(kind)
         return self._host.wait_for(
             attempt, n0.working + n0.key_host, PARTITION_CONSUMER if with_partition else CONSUMER,
@@ -373,6 +378,8 @@ class KeyResidency:
                     r.budget._finish_eviction(r, counted=slot.for_room)
             with self._cond:
                 slot.state = "gone"
+            if self.on_evicted is not None:
+                self.on_evicted(kind, slot.for_room)
 
     # ---- operator actions ------------------------------------------------------------------
 

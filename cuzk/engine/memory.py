@@ -127,6 +127,10 @@ class Reservation:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Give back whatever is still held; does nothing once everything is released."""
         self.budget._release_rest(self)
 
     def __repr__(self) -> str:

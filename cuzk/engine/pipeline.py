@@ -1,4 +1,4 @@
-"""The partition pipeline of design.md section 2: memory -> synthesis -> GPU -> finalize.
+"""The partition pipeline of docs/design.md section 2: synthesis (memory) -> GPU -> finalize.
 
 Each partition is a work item owned by exactly one place at a time: a queue or the thread
 running its current step. The owner is the only one that releases its resources, so cancel
@@ -6,6 +6,8 @@ and failure never race a running step: queued items are withdrawn from their que
 cleaned up by the canceller; running ones notice the job is over at the next step boundary.
 
 Phase continuity: every hand-off opens the next phase scope before closing the current one.
+What happens is published on the event bus (``cuzk.engine.events``); nothing here knows who
+listens.
 """
 
 from __future__ import annotations
@@ -17,15 +19,21 @@ from typing import Any
 
 from cuzk.engine.backend import ProverBackend
 from cuzk.engine.counters import Counters
+from cuzk.engine.events import (
+    EventBus,
+    JobSettled,
+    MemoryWaited,
+    PartitionFailed,
+    PartitionFinalized,
+)
 from cuzk.engine.jobs import Job, Partition, PhaseScope
 from cuzk.engine.keys import PARTITION_CONSUMER, KeyResidency
 from cuzk.engine.leases import GpuWorker
 from cuzk.engine.memory import MemoryBudget, ReservationAborted
 from cuzk.engine.queues import WorkQueue
 from cuzk.engine.settings import EngineSettings
+from cuzk.engine.spans import SpanBook
 from cuzk.protocol import PRIORITY_RANK
-from cuzk.telemetry.metrics import EngineMetrics
-from cuzk.telemetry.tracing import SpanBook
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +48,10 @@ def queue_key(p: Partition) -> tuple[int, int, int]:
 class _Stage:
     """Per-partition bookkeeping the pipeline needs between steps."""
 
-    __slots__ = ("device_reservation", "fin_done", "fin_scope", "queued_scope", "wait_scope")
+    __slots__ = ("device_reservation", "fin_done", "fin_scope", "queued_scope", "synth_scope")
 
     def __init__(self) -> None:
-        self.wait_scope: PhaseScope | None = None
+        self.synth_scope: PhaseScope | None = None  # queued_synthesis
         self.queued_scope: PhaseScope | None = None
         self.fin_scope: PhaseScope | None = None
         self.fin_done: threading.Event | None = None
@@ -56,7 +64,7 @@ class Pipeline:
         settings: EngineSettings,
         prover: ProverBackend,
         spans: SpanBook,
-        metrics: EngineMetrics,
+        bus: EventBus,
         counters: Counters,
         host_budget: MemoryBudget,
         device_budgets: dict[str, MemoryBudget],
@@ -66,7 +74,7 @@ class Pipeline:
         self.settings = settings
         self.prover = prover
         self.spans = spans
-        self.metrics = metrics
+        self.bus = bus
         self.counters = counters
         self.host = host_budget
         self.device_budgets = device_budgets
@@ -85,6 +93,9 @@ class Pipeline:
         self._threads: list[threading.Thread] = []
         self._stage: dict[int, _Stage] = {}
         self._stage_lock = threading.Lock()
+        self._settled = threading.Condition(self._stage_lock)  # notified as work items leave
+        self.draining = False
+        self._parked: dict[int, Partition] = {}
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
@@ -118,15 +129,56 @@ class Pipeline:
                 if t.name.startswith(prefix):
                     t.join(max(0.0, deadline - time.monotonic()))
 
+    def drain(self, timeout: float) -> bool:
+        """Start no new work; let partitions in synthesis, on a worker or finalizing finish.
+
+        Partitions waiting (queued for synthesis, for memory, or synthesized and queued for a
+        GPU worker) are parked: they hold nothing, keep their place in the journal and resume
+        at the next start. True when everything in flight finished within ``timeout``.
+        """
+        import time
+
+        deadline = time.monotonic() + timeout
+        self.draining = True
+        for queue in (self.pending, self.gpu_queue):
+            for p in queue.remove_where(lambda _: True):
+                self._park(p)
+        for budget in (self.host, *self.device_budgets.values()):
+            budget.wake()  # memory waiters see the drain and park
+        with self._settled:
+            while len(self._stage) > len(self._parked):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._settled.wait(left)
+        return True
+
+    def _park(self, p: Partition, current: PhaseScope | None = None) -> None:
+        """Drop what a partition not yet proving holds; it stays unsettled, back in
+        ``queued_synthesis`` (its next start begins there)."""
+        self._release(p)
+        with self._stage_lock:
+            st = self._stage.get(id(p))
+        if st is not None:
+            leaving = current or st.queued_scope
+            if leaving is not None and not leaving.closed:
+                st.synth_scope = p.open_phase("queued_synthesis")
+                leaving.close()
+        with self._settled:
+            self._parked[id(p)] = p
+            self._settled.notify_all()
+
     # ---- entry -------------------------------------------------------------------------------
 
     def enqueue(self, job: Job) -> None:
-        for p in job.partitions:
+        """Queue the job's unsettled partitions (a recovered job's proven ones are settled)."""
+        todo = [p for p in job.partitions if p.outcome is None]
+        for p in todo:
             st = _Stage()
-            st.wait_scope = p.open_phase("waiting_memory")
+            st.synth_scope = p.open_phase("queued_synthesis")
             with self._stage_lock:
                 self._stage[id(p)] = st
-        for p in job.partitions:
+        for p in todo:
             self.pending.put(p, queue_key(p))
 
     def _st(self, p: Partition) -> _Stage:
@@ -155,17 +207,26 @@ class Pipeline:
         job, st = p.job, self._st(p)
         if job.terminal:
             return self._abandon(p)
+        if self.draining:
+            return self._park(p)
+        # From here a synthesis thread holds the partition: key, reservation, witness, a/b/c.
+        scope = p.open_phase("synthesizing")
+        st.synth_scope.close()  # type: ignore[union-attr]
         mem_span = self.spans.start("cuzk.memory.wait", p.span, self._attrs(p))
         try:
             # One grant: the key (pinned) and the working memory together, or nothing held
             # while waiting (cuzk.engine.keys explains why).
-            p.key, p.reservation = self.keys.admit(
-                job.proof_kind, job.priority, abort=lambda: job.terminal)
+            with p.open_phase("waiting_memory", nested=True):
+                p.key, p.reservation = self.keys.admit(
+                    job.proof_kind, job.priority, abort=lambda: job.terminal or self.draining,
+                    tag=p)
             mem_span.set_attribute("cuzk.memory.bytes", p.reservation.held)
-            self.metrics.observe_memory_wait(PARTITION_CONSUMER, p.reservation.waited_s)
+            if self.bus.active:
+                self.bus.publish(MemoryWaited(
+                    self.host.name, PARTITION_CONSUMER, p.reservation.waited_s))
         except ReservationAborted:
             self.spans.end(mem_span)
-            return self._abandon(p)
+            return self._abandon(p) if job.terminal else self._park(p, scope)
         except Exception as exc:
             self.spans.end(mem_span, exc)
             return self._fail(p, exc)
@@ -175,9 +236,9 @@ class Pipeline:
                 p.span.set_attribute(f"cuzk.circuit.{name}", value)
         if job.terminal:
             return self._abandon(p)
-        syn_span = self.spans.start("cuzk.synthesis", p.span, self._attrs(p))
-        scope = p.open_phase("synthesizing", syn_span)
-        st.wait_scope.close()  # type: ignore[union-attr]
+        if self.draining:
+            return self._park(p, scope)
+        scope.span = self.spans.start("cuzk.synthesis", p.span, self._attrs(p))
         try:
             p.synthesis = self.prover.synthesize(p.key.handle, p.inputs)
         except Exception as exc:
@@ -208,6 +269,9 @@ class Pipeline:
             try:
                 st.device_reservation = budget.reserve(
                     est.device_bytes, GPU_CONSUMER, job.priority, abort=lambda: job.terminal)
+                if self.bus.active:
+                    self.bus.publish(MemoryWaited(
+                        budget.name, GPU_CONSUMER, st.device_reservation.waited_s))
             except ReservationAborted:
                 return self._abandon(p)
             except Exception as exc:
@@ -239,7 +303,7 @@ class Pipeline:
             return
         finally:
             if st.device_reservation is not None:
-                st.device_reservation.budget._release_rest(st.device_reservation)
+                st.device_reservation.close()
                 st.device_reservation = None
         if not handed_off:
             self._abandon(p)
@@ -269,6 +333,9 @@ class Pipeline:
                 p.proof = self.prover.finalize(p.key.handle, p.synthesis, p.gpu_output)
             except Exception as exc:
                 return self._fail(p, exc)
+            if self.bus.active:
+                self.bus.publish(PartitionFinalized(
+                    job.id, job.proof_kind, p.index, p.proof.proof, tuple(p.proof.public)))
             self._release(p)
             p.settle("done")
             self._after_settle(p)
@@ -281,7 +348,7 @@ class Pipeline:
     def _release(self, p: Partition) -> None:
         """Give back everything the work item holds; safe to call more than once."""
         if p.reservation is not None:
-            p.reservation.budget._release_rest(p.reservation)
+            p.reservation.close()
             p.reservation = None
         if p.key is not None:
             key, p.key = p.key, None
@@ -300,15 +367,20 @@ class Pipeline:
         self._after_settle(p)
 
     def _fail(self, p: Partition, exc: BaseException) -> None:
+        phase = p.phase
         self._release(p)
-        p.settle("failed", exc)
+        if p.settle("failed", exc) and self.bus.active:
+            self.bus.publish(PartitionFailed(
+                p.job.id, p.job.proof_kind, p.index, phase, str(exc)))
         self.finish_job(p.job, "failed", f"partition {p.index}: {exc}", exc)
         self._after_settle(p)
 
     def _after_settle(self, p: Partition) -> None:
         job = p.job
-        with self._stage_lock:
+        with self._settled:
             self._stage.pop(id(p), None)
+            self._parked.pop(id(p), None)
+            self._settled.notify_all()
         if all(q.outcome == "done" for q in job.partitions):
             self.finish_job(job, "succeeded")
         if job.terminal and all(q.outcome is not None for q in job.partitions):
@@ -321,7 +393,6 @@ class Pipeline:
         if not job.conclude(outcome, error):
             return False
         self.counters.inc("jobs_completed", (job.proof_kind, outcome))
-        self.metrics.observe_job(job.proof_kind, job.duration_s(), job.trace_id)
         if job.span is not None:
             job.span.set_attribute("cuzk.job.status", outcome)
         job.error_exc = exc
@@ -334,6 +405,10 @@ class Pipeline:
                 self._abandon(q)
         for budget in (self.host, *self.device_budgets.values()):
             budget.wake()  # its partitions waiting for memory withdraw now
+        if self.bus.active:  # before waiters wake: they may read what subscribers recorded
+            self.bus.publish(JobSettled(
+                job.id, job.proof_kind, job.priority, job.request_id, job.attempt, outcome,
+                error, job.duration_s(), job.trace_id, job.trace_sampled))
         job._done.set()
         if all(q.outcome is not None for q in job.partitions):
             self._on_job_settled(job)

@@ -78,6 +78,18 @@ class RealProver:
         _free, total = backend.memory_info()
         return total
 
+    def device_pci_bus_id(self, device: str) -> str | None:
+        """The PCI bus id CUDA reports for ``device`` (how telemetry finds it in NVML)."""
+        index = getattr(self._backends.get(device), "device_index", None)
+        if index is None:
+            return None
+        try:
+            import cupy
+
+            return str(cupy.cuda.Device(index).pci_bus_id)
+        except Exception:
+            return None
+
     def _kind(self, proof_kind: str) -> ProofKindSettings:
         kind = self.settings.proof_kinds.get(proof_kind)
         if kind is None:

@@ -22,8 +22,8 @@ from starlette.testclient import TestClient
 from cuzk.api.app import MAX_WAIT_SECONDS, create_app
 from cuzk.config import Config, ServerConfig, TelemetryConfig
 from cuzk.engine.engine import Engine
-from cuzk.engine.testing import ScriptedProver
 from cuzk.errors import WitnessError
+from cuzk.testing import ScriptedProver
 
 # Starlette's TestClient nags about httpx and per-request timeouts; neither matters here.
 pytestmark = pytest.mark.filterwarnings("ignore::starlette.exceptions.StarletteDeprecationWarning")
@@ -300,8 +300,8 @@ BAD_REQUESTS: list[tuple[str, str, str, dict[str, Any], int, str]] = [
      {"json": {"proof_kind": "porep-c2", "inputs": _OK_INPUTS, "request_id": "r" * 300}}, 400,
      "'request_id' is 300 characters"),
     ("request-id-other-kind", "POST", "/v1/proofs",
-     {"json": {"proof_kind": "winning-post", "inputs": [{}], "request_id": "seed"}}, 400,
-     "request_id 'seed' was already used for proof kind 'porep-c2'"),
+     {"json": {"proof_kind": "winning-post", "inputs": [{}], "request_id": "seed"}}, 409,
+     "this request differs in proof kind 'winning-post' (was 'porep-c2')"),
     ("oversize", "POST", "/v1/proofs",
      {"json": {"proof_kind": "porep-c2", "inputs": [{"pad": "x" * BODY_LIMIT}, {}, {}]}}, 413,
      f"larger than the limit of {BODY_LIMIT} bytes (server.max_body_bytes)"),

@@ -17,7 +17,7 @@ from cuzk.api.signals import FIELD_ORDER
 from cuzk.config import Config
 from cuzk.engine.engine import Engine
 from cuzk.engine.settings import EngineSettings, ProofKindSettings
-from cuzk.engine.testing import ScriptedProver
+from cuzk.testing import ScriptedProver
 
 pytestmark = pytest.mark.filterwarnings("ignore::starlette.exceptions.StarletteDeprecationWarning")
 

@@ -12,8 +12,8 @@ import time
 import pytest
 
 from cuzk.engine.backend import PartitionMemory
-from cuzk.engine.testing import ScriptedKind, ScriptedProver, make_test_engine, wait_until
 from cuzk.errors import MemoryRequestTooLarge
+from cuzk.testing import ScriptedKind, ScriptedProver, make_test_engine, wait_until
 
 # (key host bytes, partition bytes, abc bytes): measured from the bundled keys (backend cpu).
 FIGURES = {

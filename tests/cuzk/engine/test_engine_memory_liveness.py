@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from cuzk.engine.backend import PartitionMemory
 from cuzk.engine.memory import MemoryBudget
-from cuzk.engine.testing import ScriptedKind, ScriptedProver, make_test_engine, wait_until
 from cuzk.errors import PartitionTooLarge
 from cuzk.protocol import PRIORITIES
+from cuzk.testing import ScriptedKind, ScriptedProver, make_test_engine, wait_until
 
 BOUND_S = 20.0
 

@@ -13,7 +13,7 @@ import pytest
 from cuzk.engine.backend import PartitionMemory
 from cuzk.engine.keys import KeyResidency
 from cuzk.engine.memory import MemoryBudget
-from cuzk.engine.testing import ScriptedKind, ScriptedProver, make_test_engine, wait_until
+from cuzk.testing import ScriptedKind, ScriptedProver, make_test_engine, wait_until
 
 BOUND_S = 10.0
 

@@ -1,13 +1,18 @@
-"""ScriptedProver: a ProverBackend double whose steps can be held, delayed or made to fail.
+"""Test support shipped with cuzk: a scripted prover, and engines wired for tests.
 
-Concurrency tests use it to force exact interleavings (hold a step on a gate, release it
-later) without real proving. Partition inputs identify a partition: ``{"tag": "P"}``.
+``ScriptedProver`` is a ProverBackend double whose steps can be held, delayed or made to fail:
+concurrency tests use it to force exact interleavings (hold a step on a gate, release it
+later) without real proving, and ``cuzk bench engine --prover scripted`` uses it to measure the
+engine alone. Partition inputs identify a partition: ``{"tag": "P"}``. ``make_test_engine``
+builds an engine over it with an in-memory span exporter and the Prometheus metrics attached
+(``metrics_of``), as ``cuzk serve`` wires them. Nothing in the engine imports this module.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -250,4 +255,21 @@ def make_test_engine(
         **settings,
     )
     prover = prover or ScriptedProver()
-    return Engine(es, prover, tracer_provider=provider), prover, exporter
+    engine = Engine(es, prover, tracer_provider=provider)
+    if es.metrics_enabled:
+        metrics_of(engine)  # subscribed before the first event, as cuzk serve does
+    return engine, prover, exporter
+
+
+_METRICS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def metrics_of(engine: Any) -> Any:
+    """The ``cuzk.telemetry.metrics.EngineMetrics`` attached to ``engine`` (attached on the
+    first call; ``make_test_engine`` attaches it at once)."""
+    from cuzk.telemetry.metrics import EngineMetrics
+
+    metrics = _METRICS.get(engine)
+    if metrics is None:
+        metrics = _METRICS[engine] = EngineMetrics(engine, nvml=False)
+    return metrics
