@@ -32,6 +32,9 @@ def register(subparsers: Any) -> None:
     check = sub.add_parser(
         "check",
         help="say whether an r1cs, a wasm witness generator and a zkey belong together",
+        description="Load the three files and check them as the server does when it loads a"
+        " key. Exit status: 0 they belong together, 1 they do not (the reason names the file"
+        " and, for the key, the section), 2 a file is missing.",
     )
     _files(check, zkey_required=True)
     check.set_defaults(func=run_check)

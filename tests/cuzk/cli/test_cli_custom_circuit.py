@@ -171,6 +171,16 @@ def test_circuit_check_names_the_mismatch(bundled, capsys):
     assert "do not belong together" in err and "is not a key for circuit" in err
 
 
+def test_circuit_check_names_a_wasm_of_another_circuit(capsys):
+    from cuzk.circuits.registry import bundled_circuits
+
+    other = bundled_circuits()["winning-post"].wasm_path
+    assert main(["circuit", "check", "--r1cs", str(R1CS), "--wasm", str(other), "--zkey",
+                 str(ZKEY)]) == 1  # fmt: skip
+    err = _err_line(capsys)
+    assert f"{other}: computes" in err and f"but {R1CS} has 6" in err
+
+
 def test_circuit_check_missing_file_is_usage(capsys, tmp_path: Path):
     assert main(["circuit", "check", "--r1cs", str(R1CS), "--wasm", str(WASM), "--zkey",
                  str(tmp_path / "nope.zkey")]) == 2  # fmt: skip
