@@ -14,6 +14,7 @@ import selectors
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -48,6 +49,8 @@ def start_serve(extra_env: dict[str, str]) -> Served:
         "CUZK_ENGINE_BACKEND": "cpu",
         "CUZK_ENGINE_KEYS_DIR": str(KEYS_DIR),
         "CUZK_TELEMETRY_TRACING": "false",
+        # Each server its own journal: two never share one (the second would refuse to start).
+        "CUZK_JOURNAL_PATH": str(Path(tempfile.mkdtemp(prefix="cuzk-test-")) / "journal.db"),
         **extra_env,
     }
     proc = subprocess.Popen(
