@@ -83,6 +83,10 @@ class CpuRuntime:
     def step(self) -> Iterator[dict[str, int]]:
         yield {}
 
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        yield
+
     def release(self) -> None:
         pass
 
@@ -135,8 +139,15 @@ class CudaRuntime:
 
     @contextmanager
     def step(self) -> Iterator[dict[str, int]]:
-        with self.stream, self.tracker.step() as m:
+        """The pool's high-water mark over the block (recorded at allocation time)."""
+        with self.tracker.step() as m:
             yield m
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        """The check's stream is current: CuPy work is ordered with the kernels on it."""
+        with self.stream:
+            yield
             self.stream.synchronize()
 
     def release(self) -> None:
@@ -186,27 +197,28 @@ def section_ntt(rt: Any, sizes: list[int], repeats: int) -> dict[str, Any]:
     eng = NttEngine(rt.ex)
     xp = rt.xp
     res: dict[str, Any] = {}
-    for log_n in sizes:
-        n = 1 << log_n
-        a = rand_fr_mont(n, log_n)
-        x = eng.to_limb_major(xp.asarray(a))
-        eng.twiddles(log_n)
-        y, t_fwd = rt.timed(lambda x=x: eng.forward(x), repeats)
-        match = bool(np.array_equal(rt.host(eng.from_limb_major(y)), cpu_ntt.fft(a)))
-        b, c = rand_fr_mont(n, log_n + 100), rand_fr_mont(n, log_n + 200)
-        dev = [xp.asarray(v) for v in (a, b, c)]
+    with rt.active():
+        for log_n in sizes:
+            n = 1 << log_n
+            a = rand_fr_mont(n, log_n)
+            x = eng.to_limb_major(xp.asarray(a))
+            eng.twiddles(log_n)
+            y, t_fwd = rt.timed(lambda x=x: eng.forward(x), repeats)
+            match = bool(np.array_equal(rt.host(eng.from_limb_major(y)), cpu_ntt.fft(a)))
+            b, c = rand_fr_mont(n, log_n + 100), rand_fr_mont(n, log_n + 200)
+            dev = [xp.asarray(v) for v in (a, b, c)]
 
-        def h(dev: list = dev) -> Any:
-            return eng.h_from_abc(*(eng.to_limb_major(v) for v in dev))
+            def h(dev: list = dev) -> Any:
+                return eng.h_from_abc(*(eng.to_limb_major(v) for v in dev))
 
-        hout, t_h = rt.timed(h, repeats)
-        h_match = bool(np.array_equal(rt.host(hout), qap.h_evaluations(a, b, c, log_n)))
-        res[f"2^{log_n}"] = {"forward": t_fwd, "match": match, "h_pipeline": t_h,
-                             "h_match": h_match}
-        print(f"NTT 2^{log_n}: {_ms(t_fwd)} (match={match}); H {_ms(t_h)} (match={h_match})",
-              flush=True)
-        del x, y, dev, hout
-        rt.release()
+            hout, t_h = rt.timed(h, repeats)
+            h_match = bool(np.array_equal(rt.host(hout), qap.h_evaluations(a, b, c, log_n)))
+            res[f"2^{log_n}"] = {"forward": t_fwd, "match": match, "h_pipeline": t_h,
+                                 "h_match": h_match}
+            print(f"NTT 2^{log_n}: {_ms(t_fwd)} (match={match}); H {_ms(t_h)} (match={h_match})",
+                  flush=True)
+            del x, y, dev, hout
+            rt.release()
     return res
 
 
@@ -227,29 +239,30 @@ def section_msm(rt: Any, sizes: list[int], repeats: int, period: int = PERIOD) -
     eng = MsmEngine(rt.ex)
     xp = rt.xp
     res: dict[str, Any] = {}
-    for log_m in sizes:
-        m = 1 << log_m
-        p = min(m, period)
-        reps = m // p
-        d_pts = xp.asarray(np.tile(rows[:p], (reps, 1)))
-        d_sc = xp.asarray(np.tile(sc_period[:p], (reps, 1)))
-        with rt.step() as mem:
-            sums, c = eng.window_sums(d_pts, d_sc)
-        (sums, c), t = rt.timed(lambda d_pts=d_pts, d_sc=d_sc: eng.window_sums(d_pts, d_sc),
-                                repeats)
-        got = combine_windows(rt.host(sums), c)
-        if p not in ref_cache:
-            ref_cache[p] = cpu_msm(pts[:p], sc_period[:p], G1Point.identity())
-        want = ref_cache[p] * Scalar(reps)
-        match = bool(got == want)
-        entry: dict[str, Any] = {**t, "match": match, "window": choose_window(m),
-                                 "distinct_points": p}
-        if "peak_bytes" in mem:
-            entry["memory"] = memory_entry(device_bytes_estimate(m), mem["peak_bytes"])
-        res[f"2^{log_m}"] = entry
-        print(f"MSM 2^{log_m}: {_ms(t)} (c={choose_window(m)}, match={match})", flush=True)
-        del d_pts, d_sc, sums
-        rt.release()
+    with rt.active():
+        for log_m in sizes:
+            m = 1 << log_m
+            p = min(m, period)
+            reps = m // p
+            d_pts = xp.asarray(np.tile(rows[:p], (reps, 1)))
+            d_sc = xp.asarray(np.tile(sc_period[:p], (reps, 1)))
+            with rt.step() as mem:
+                sums, c = eng.window_sums(d_pts, d_sc)
+            (sums, c), t = rt.timed(lambda d_pts=d_pts, d_sc=d_sc: eng.window_sums(d_pts, d_sc),
+                                    repeats)
+            got = combine_windows(rt.host(sums), c)
+            if p not in ref_cache:
+                ref_cache[p] = cpu_msm(pts[:p], sc_period[:p], G1Point.identity())
+            want = ref_cache[p] * Scalar(reps)
+            match = bool(got == want)
+            entry: dict[str, Any] = {**t, "match": match, "window": choose_window(m),
+                                     "distinct_points": p}
+            if "peak_bytes" in mem:
+                entry["memory"] = memory_entry(device_bytes_estimate(m), mem["peak_bytes"])
+            res[f"2^{log_m}"] = entry
+            print(f"MSM 2^{log_m}: {_ms(t)} (c={choose_window(m)}, match={match})", flush=True)
+            del d_pts, d_sc, sums
+            rt.release()
     return res
 
 
@@ -261,41 +274,62 @@ def memory_entry(estimate: int, measured: int) -> dict[str, Any]:
 
 
 class StepMeter:
-    """Wraps a backend's h_evaluations / msm_g1 to record each step's device memory peak."""
+    """Records each GPU-phase step's device memory peak against the backend's estimate.
 
-    def __init__(self, backend: Any, rt: Any) -> None:
+    A backend with ``step_meter``/``step_estimates`` (CUDA) measures the steps of its
+    device-resident GPU phase; otherwise h_evaluations and msm_g1 are wrapped one by one.
+    """
+
+    def __init__(self, backend: Any, rt: Any, key: Any) -> None:
         self.backend = backend
         self.rt = rt
+        self.key = key
         self.steps: dict[str, dict[str, Any]] = {}
-        self._h = backend.h_evaluations
-        self._msm = backend.msm_g1
+
+    def _record(self, name: str, estimate: int, mem: dict[str, int]) -> None:
+        if "peak_bytes" in mem:
+            self.steps[name] = memory_entry(estimate, mem["peak_bytes"])
 
     @contextmanager
     def installed(self) -> Iterator[StepMeter]:
+        backend = self.backend
+        if hasattr(backend, "step_meter") and hasattr(backend, "step_estimates"):
+            estimates = backend.step_estimates(self.key)
+
+            @contextmanager
+            def meter(name: str) -> Iterator[None]:
+                with self.rt.step() as mem:
+                    yield
+                self._record(name, estimates[name], mem)
+
+            backend.step_meter = meter
+            try:
+                yield self
+            finally:
+                backend.step_meter = None
+            return
         from cuzk.prover.cuda_backend import h_device_bytes
         from kernels.gpu.msm import device_bytes_estimate
 
+        h_step, msm_step = backend.h_evaluations, backend.msm_g1
+
         def h(key: Any, a: Any, b: Any, c: Any) -> Any:
             with self.rt.step() as mem:
-                out = self._h(key, a, b, c)
-            if "peak_bytes" in mem:
-                self.steps["H"] = memory_entry(h_device_bytes(a.shape[0]), mem["peak_bytes"])
+                out = h_step(key, a, b, c)
+            self._record("H", h_device_bytes(a.shape[0]), mem)
             return out
 
         def msm(key: Any, section: str, scalars: Any) -> Any:
             with self.rt.step() as mem:
-                out = self._msm(key, section, scalars)
-            if "peak_bytes" in mem:
-                est = device_bytes_estimate(max(1, int(scalars.shape[0])))
-                self.steps[f"MSM {section}"] = memory_entry(est, mem["peak_bytes"])
+                out = msm_step(key, section, scalars)
+            self._record(f"MSM {section}", device_bytes_estimate(max(1, scalars.shape[0])), mem)
             return out
 
-        self.backend.h_evaluations = h
-        self.backend.msm_g1 = msm
+        backend.h_evaluations, backend.msm_g1 = h, msm
         try:
             yield self
         finally:
-            del self.backend.h_evaluations, self.backend.msm_g1
+            del backend.h_evaluations, backend.msm_g1
 
 
 def section_proofs(rt: Any, backend: Any, kinds: list[str] | None,
@@ -318,7 +352,7 @@ def section_proofs(rt: Any, backend: Any, kinds: list[str] | None,
             synth = synthesize(key, circuit, inputs)
             device_key_bytes = backend.upload_key(key)
             gpu_phase(key, synth, backend)                      # warm-up (module loads, tables)
-            meter = StepMeter(backend, rt)
+            meter = StepMeter(backend, rt, key)
             with meter.installed():
                 t0 = time.perf_counter()
                 g_dev = gpu_phase(key, synth, backend)

@@ -339,6 +339,9 @@ def engine_settings(config: Config) -> EngineSettings:
         metrics_enabled=config.telemetry.metrics,
         tracing_enabled=config.telemetry.tracing,
         service_name=config.telemetry.service_name,
+        journal_path=config.journal.path if config.journal.enabled else None,
+        job_retention=config.journal.retention_jobs,
+        job_retention_s=config.journal.retention_s,
         proof_kinds={
             name: ProofKindSettings(
                 name=name,

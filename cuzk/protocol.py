@@ -270,8 +270,9 @@ class Health(TypedDict):
 
 class Readiness(TypedDict):
     __pydantic_config__ = _CLOSED
-    status: str
-    """``ready`` while the engine accepts jobs, else why not (``not ready``)."""
+    status: Literal["ready", "not ready"]
+    reason: NotRequired[str]
+    """Why not ready: not started, draining, the journal cannot be written."""
 
 
 class VerificationKey(TypedDict):
@@ -294,7 +295,19 @@ SampleInput = dict[str, Any]
 """A proof kind's example input signals for one partition."""
 
 
-class ErrorBody(TypedDict):
+class Error(TypedDict):
     __pydantic_config__ = _CLOSED
     error: str
     """What is wrong, for a human."""
+
+
+class ServerFault(TypedDict):
+    """A server-side fault. When a server-side file (proving key, circuit) is at fault,
+    ``file`` names it, ``section`` the part of it that is wrong (when known) and ``problem``
+    says what is wrong; ``error`` repeats all of it for a human."""
+
+    __pydantic_config__ = _CLOSED
+    error: str
+    file: NotRequired[str]
+    section: NotRequired[str]
+    problem: NotRequired[str]

@@ -18,13 +18,14 @@ from pydantic import TypeAdapter
 from cuzk import __version__
 from cuzk.protocol import (
     CircuitList,
-    ErrorBody,
+    Error,
     Health,
     JobInfo,
     KeyEvictInfo,
     KeyPreloadInfo,
     Readiness,
     SampleInput,
+    ServerFault,
     StatusInfo,
     SubmitRequest,
     VerificationKey,
@@ -40,8 +41,9 @@ class Reply:
     (``content`` instead for a body that is not JSON)."""
 
     description: str
-    shape: Any = ErrorBody
+    shape: Any = Error
     content: Mapping[str, Any] | None = None
+    headers: Mapping[str, Any] | None = None  # OpenAPI header objects by name
 
 
 @dataclass(frozen=True)
@@ -72,10 +74,12 @@ BAD_REQUEST = Reply(
     " the wrong type, or the wrong number of partition inputs.")
 UNKNOWN_KIND = Reply("Unknown proof kind.")
 BROKEN_KEY = Reply("The kind's proving key is corrupt or for another circuit (the body names"
-                   " the file and the section).")
+                   " the file and the section).", ServerFault)
 TEXT = {"schema": {"type": "string"}}
+RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before retrying.",
+                               "schema": {"type": "string", "pattern": "^[0-9]+$"}}}
 SERVER_FAULT = Reply("Server fault: a bug or an unreadable file; the body says what (never the"
-                     " answer to bad input).")
+                     " answer to bad input).", ServerFault)
 
 OPERATIONS: list[Operation] = [
     Operation(
@@ -89,8 +93,12 @@ OPERATIONS: list[Operation] = [
                        " points at it.", JobInfo),
             400: BAD_REQUEST,
             404: UNKNOWN_KIND,
+            409: Reply("The request_id names a job submitted with a different body (another"
+                       " proof kind or other inputs); Location points at that job."),
             413: Reply("Body larger than server.max_body_bytes."),
             422: Reply("Inputs that fail witness generation."),
+            503: Reply("Draining for shutdown, or the journal cannot be written; retry after"
+                       " Retry-After seconds.", headers=RETRY_AFTER),
             507: Reply("A partition needs more memory than the whole budget."),
         },
     ),
@@ -211,6 +219,8 @@ def _operation(op: Operation, schemas: Mapping[int, dict[str, Any]]) -> dict[str
     responses: dict[str, Any] = {}
     for status, reply in sorted({500: SERVER_FAULT, **op.replies}.items()):
         body: dict[str, Any] = {"description": reply.description}
+        if reply.headers:
+            body["headers"] = {k: dict(v) for k, v in reply.headers.items()}
         if reply.content is not None:
             body["content"] = {k: dict(v) for k, v in reply.content.items()}
         elif reply.shape is not None:

@@ -194,6 +194,7 @@ def stack(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "CUZK_"))}
     env.update({"CUZK_ENGINE_BACKEND": "cpu", "CUZK_SERVER_LISTEN": instance,
                 "OTEL_TRACES_EXPORTER": "none", "PYTHONPATH": str(ROOT)})
+    env["CUZK_JOURNAL_PATH"] = str(tmp_path / "journal.sqlite3")  # never the user's journal
     # Share the test suite's proving-key cache (tests/conftest.py), so keys are made once.
     env["CUZK_ENGINE_KEYS_DIR"] = os.environ.get(
         "CUZK_ENGINE_KEYS_DIR", os.environ.get("CUZK_TEST_KEYS_DIR", str(ROOT / ".cache" / "keys")))

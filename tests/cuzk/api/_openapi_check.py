@@ -42,7 +42,7 @@ class OpenApiChecker:
         operation = self.document["paths"].get(template or "", {}).get(method.lower())
         if operation is None:  # no such route or method: still a JSON error that says why
             assert status >= 400, what
-            self._validate(response.json(), {"$ref": "#/components/schemas/ErrorBody"}, what)
+            self._validate(response.json(), {"$ref": "#/components/schemas/Error"}, what)
             self.checked += 1
             return
         reply = operation["responses"].get(str(status))

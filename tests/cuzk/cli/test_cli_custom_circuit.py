@@ -120,7 +120,8 @@ def test_corrupt_key_exit_status_from_the_real_command(tmp_path: Path):
     bad = corrupt(ZKEY, tmp_path / "bad.zkey", 7)
     proc = subprocess.run(
         [sys.executable, "-m", "cuzk.cli.main", "prove", "--r1cs", str(R1CS), "--wasm",
-         str(WASM), "--zkey", str(bad), "--input", str(INPUT), "--out", str(tmp_path)],
+         str(WASM), "--zkey", str(bad), "--input", str(INPUT), "--backend", "cpu",
+         "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 2
