@@ -82,6 +82,14 @@ def check_configured_keys(engine: Any, config: Config) -> None:
     first loaded."""
     from cuzk.errors import CuzkError
 
+    development = [name for name, kind in config.proof_kinds.items() if kind.zkey is None]
+    if development:
+        log.info(
+            "proof kinds proven with development keys (made on first use in %s; single-party"
+            " setup, not for production): %s",
+            config.engine.keys_dir,
+            ", ".join(development),
+        )
     for name, kind in config.proof_kinds.items():
         if kind.zkey is None:
             continue
