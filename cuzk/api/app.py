@@ -41,8 +41,7 @@ from cuzk import __version__
 from cuzk.api.auth import BearerAuth, resolve_token
 from cuzk.api.front_metrics import FrontEndMetrics
 from cuzk.api.limits import InFlightLimit
-from cuzk.api.openapi import openapi_schema
-from cuzk.api.openapi_front import document_front_end
+from cuzk.api.openapi_front import front_end_document
 from cuzk.api.signals import OversizeNumber, check_signal_values, parse_json_int
 from cuzk.config import Config
 from cuzk.errors import CuzkError, FormatError, InputError, MemoryRequestTooLarge, Unavailable
@@ -441,10 +440,8 @@ def create_app(
         return JSONResponse({"status": "ready"})
 
     token = resolve_token(config.server)
-    schema = document_front_end(
-        openapi_schema(),
-        auth=token is not None,
-        metrics_require_auth=config.server.metrics_require_auth,
+    schema = front_end_document(
+        auth=token is not None, metrics_require_auth=config.server.metrics_require_auth
     )
 
     async def openapi(request: Request) -> Response:
