@@ -59,226 +59,151 @@ class Operation:
     extra: Mapping[str, Any] = field(default_factory=dict)  # more OpenAPI operation fields
 
 
-def param(
-    name: str, where: str, description: str, schema: Mapping[str, Any], required: bool = True
-) -> dict[str, Any]:
-    return {
-        "name": name,
-        "in": where,
-        "required": required,
-        "description": description,
-        "schema": dict(schema),
-    }
+def param(name: str, where: str, description: str, schema: Mapping[str, Any],
+          required: bool = True) -> dict[str, Any]:
+    return {"name": name, "in": where, "required": required, "description": description,
+            "schema": dict(schema)}
 
 
-KIND = param(
-    "proof_kind", "path", "A configured proof kind, for example porep-c2.", {"type": "string"}
-)
-JOB = param(
-    "job_id", "path", "The job id returned by POST /v1/proofs, in full.", {"type": "string"}
-)
+KIND = param("proof_kind", "path", "A configured proof kind, for example porep-c2.",
+             {"type": "string"})
+JOB = param("job_id", "path", "The job id returned by POST /v1/proofs, in full.",
+            {"type": "string"})
 BAD_REQUEST = Reply(
     "Bad request: malformed JSON, body not an object, missing or unknown fields, a field of"
-    " the wrong type, or the wrong number of partition inputs."
-)
+    " the wrong type, or the wrong number of partition inputs.")
 UNKNOWN_KIND = Reply("Unknown proof kind.")
-BROKEN_KEY = Reply(
-    "The kind's proving key is corrupt or for another circuit (the body names"
-    " the file and the section).",
-    ServerFault,
-)
+BROKEN_KEY = Reply("The kind's proving key is corrupt or for another circuit (the body names"
+                   " the file and the section).", ServerFault)
 TEXT = {"schema": {"type": "string"}}
-RETRY_AFTER = {
-    "Retry-After": {
-        "description": "Seconds to wait before retrying.",
-        "schema": {"type": "string", "pattern": "^[0-9]+$"},
-    }
-}
-SERVER_FAULT = Reply(
-    "Server fault: a bug or an unreadable file; the body says what (never the"
-    " answer to bad input).",
-    ServerFault,
-)
+RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before retrying.",
+                               "schema": {"type": "string", "pattern": "^[0-9]+$"}}}
+SERVER_FAULT = Reply("Server fault: a bug or an unreadable file; the body says what (never the"
+                     " answer to bad input).", ServerFault)
+
+def _retention() -> str:
+    """The retention rule with its defaults, read from the one place they are declared."""
+    from cuzk.config import JournalConfig
+    from cuzk.settings_schema import settings_of
+
+    keys = settings_of(JournalConfig)
+    jobs, seconds = keys["retention_jobs"].default, keys["retention_s"].default
+    return (
+        "Jobs are journaled when accepted and survive restarts (same id, same proofs). A"
+        " finished job is served until it is beyond the newest journal.retention_jobs finished"
+        f" jobs (default {jobs}) or older than journal.retention_s seconds (default {seconds},"
+        f" {int(seconds) // 86400} days); the idempotency of its request_id ends with it. While"
+        " the server drains for shutdown, a long-poll is answered with the job's state as it"
+        " is then."
+    )
+
 
 OPERATIONS: list[Operation] = [
     Operation(
-        "post",
-        "/v1/proofs",
-        "submitProof",
-        "Submit a proof job (idempotent on request_id)",
+        "post", "/v1/proofs", "submitProof", "Submit a proof job (idempotent on request_id)",
         description="A W3C traceparent header makes the job's span its child.",
         request=SubmitRequest,
-        parameters=(
-            param(
-                "traceparent",
-                "header",
-                "W3C trace context of the caller.",
-                {"type": "string"},
-                required=False,
-            ),
-        ),
+        parameters=(param("traceparent", "header", "W3C trace context of the caller.",
+                          {"type": "string"}, required=False),),
         replies={
-            202: Reply(
-                "Accepted; the job (the same one for a repeated request_id). Location"
-                " points at it.",
-                JobInfo,
-            ),
+            202: Reply("Accepted; the job (the same one for a repeated request_id). Location"
+                       " points at it.", JobInfo),
             400: BAD_REQUEST,
             404: UNKNOWN_KIND,
-            409: Reply(
-                "The request_id names a job submitted with a different body (another"
-                " proof kind or other inputs); Location points at that job."
-            ),
+            409: Reply("The request_id names a job submitted with a different body (another"
+                       " proof kind, priority or inputs); nothing changes; Location points at"
+                       " that job."),
             413: Reply("Body larger than server.max_body_bytes."),
             422: Reply("Inputs that fail witness generation."),
-            503: Reply(
-                "Draining for shutdown, or the journal cannot be written; retry after"
-                " Retry-After seconds.",
-                headers=RETRY_AFTER,
-            ),
+            503: Reply("Draining for shutdown, or the journal cannot be written; retry after"
+                       " Retry-After seconds.", headers=RETRY_AFTER),
             507: Reply("A partition needs more memory than the whole budget."),
         },
     ),
     Operation(
-        "get",
-        "/v1/proofs/{job_id}",
-        "getProof",
-        "A job's state and, once succeeded, its proofs",
-        parameters=(
-            JOB,
-            param(
-                "wait",
-                "query",
-                "Long-poll: wait up to this many seconds (0-300) for the job to finish.",
-                {"type": "number", "minimum": 0, "maximum": 300},
-                required=False,
-            ),
-        ),
-        replies={
-            200: Reply("The job.", JobInfo),
-            400: Reply("Bad wait value."),
-            404: Reply("Unknown job id."),
-        },
+        "get", "/v1/proofs/{job_id}", "getProof", "A job's state and, once succeeded, its proofs",
+        description=_retention(),
+        parameters=(JOB, param("wait", "query", "Long-poll: wait up to this many seconds (0-300)"
+                               " for the job to finish.",
+                               {"type": "number", "minimum": 0, "maximum": 300},
+                               required=False)),
+        replies={200: Reply("The job.", JobInfo), 400: Reply("Bad wait value."),
+                 404: Reply("Unknown job id.")},
     ),
     Operation(
-        "delete",
-        "/v1/proofs/{job_id}",
-        "cancelProof",
+        "delete", "/v1/proofs/{job_id}", "cancelProof",
         "Cancel a job (queued partitions dropped, running ones stop at the next step)",
         parameters=(JOB,),
-        replies={200: Reply("The job after cancellation.", JobInfo), 404: Reply("Unknown job id.")},
+        replies={200: Reply("The job after cancellation.", JobInfo),
+                 404: Reply("Unknown job id.")},
     ),
     Operation(
-        "get",
-        "/v1/status",
-        "getStatus",
+        "get", "/v1/status", "getStatus",
         "Engine snapshot: workers, partitions by phase, jobs, memory, keys, counters",
         replies={200: Reply("The snapshot, computed from open leases when asked.", StatusInfo)},
     ),
     Operation(
-        "get",
-        "/v1/circuits",
-        "listCircuits",
+        "get", "/v1/circuits", "listCircuits",
         "Configured proof kinds with sizes, partitions, priority and key residency",
         replies={200: Reply("The proof kinds.", CircuitList)},
     ),
     Operation(
-        "get",
-        "/v1/circuits/{proof_kind}/verification_key",
-        "getVerificationKey",
+        "get", "/v1/circuits/{proof_kind}/verification_key", "getVerificationKey",
         "The verification key of the proving key the server proves this kind with",
         parameters=(KIND,),
-        replies={
-            200: Reply("snarkjs verification_key.json.", VerificationKey),
-            404: UNKNOWN_KIND,
-            500: BROKEN_KEY,
-        },
+        replies={200: Reply("snarkjs verification_key.json.", VerificationKey),
+                 404: UNKNOWN_KIND, 500: BROKEN_KEY},
     ),
     Operation(
-        "get",
-        "/v1/circuits/{proof_kind}/sample_input",
-        "getSampleInput",
+        "get", "/v1/circuits/{proof_kind}/sample_input", "getSampleInput",
         "The kind's example input for one partition (sample_input)",
         parameters=(KIND,),
-        replies={
-            200: Reply("Input signals for one partition.", SampleInput),
-            404: Reply("Unknown proof kind, or it has no sample input."),
-            500: Reply("The sample input file is unreadable."),
-        },
+        replies={200: Reply("Input signals for one partition.", SampleInput),
+                 404: Reply("Unknown proof kind, or it has no sample input."),
+                 500: Reply("The sample input file is unreadable.")},
     ),
     Operation(
-        "post",
-        "/v1/keys/{proof_kind}/preload",
-        "preloadKey",
+        "post", "/v1/keys/{proof_kind}/preload", "preloadKey",
         "Load (generating on first use) a proof kind's proving key",
         parameters=(KIND,),
-        replies={
-            200: Reply("The proof kind, key resident.", KeyPreloadInfo),
-            404: UNKNOWN_KIND,
-            500: BROKEN_KEY,
-            507: Reply("The key needs more memory than the whole budget."),
-        },
+        replies={200: Reply("The proof kind, key resident.", KeyPreloadInfo),
+                 404: UNKNOWN_KIND, 500: BROKEN_KEY,
+                 507: Reply("The key needs more memory than the whole budget.")},
     ),
     Operation(
-        "delete",
-        "/v1/keys/{proof_kind}",
-        "evictKey",
-        "Evict a proof kind's resident proving key",
+        "delete", "/v1/keys/{proof_kind}", "evictKey", "Evict a proof kind's resident proving key",
         parameters=(KIND,),
-        replies={
-            200: Reply("The proof kind and what happened to its key.", KeyEvictInfo),
-            404: UNKNOWN_KIND,
-        },
+        replies={200: Reply("The proof kind and what happened to its key.", KeyEvictInfo),
+                 404: UNKNOWN_KIND},
     ),
     Operation(
-        "post",
-        "/v1/workers/pause",
-        "pauseWorkers",
-        "Stop GPU workers taking new partitions",
+        "post", "/v1/workers/pause", "pauseWorkers", "Stop GPU workers taking new partitions",
         replies={200: Reply("Paused.", WorkersPausedInfo)},
     ),
     Operation(
-        "post",
-        "/v1/workers/resume",
-        "resumeWorkers",
-        "Let GPU workers take partitions again",
+        "post", "/v1/workers/resume", "resumeWorkers", "Let GPU workers take partitions again",
         replies={200: Reply("Resumed.", WorkersPausedInfo)},
     ),
     Operation(
-        "get",
-        "/metrics",
-        "metrics",
+        "get", "/metrics", "metrics",
         "Prometheus metrics; OpenMetrics (with exemplars) when the Accept header asks for"
         " application/openmetrics-text",
-        replies={
-            200: Reply(
-                "The exposition.", None, {"text/plain": TEXT, "application/openmetrics-text": TEXT}
-            ),
-            404: Reply("Metrics disabled in the configuration."),
-        },
+        replies={200: Reply("The exposition.", None,
+                            {"text/plain": TEXT, "application/openmetrics-text": TEXT}),
+                 404: Reply("Metrics disabled in the configuration.")},
     ),
     Operation(
-        "get",
-        "/healthz",
-        "healthz",
-        "Liveness: the process answers",
+        "get", "/healthz", "healthz", "Liveness: the process answers",
         replies={200: Reply("Alive.", Health)},
     ),
     Operation(
-        "get",
-        "/readyz",
-        "readyz",
-        "Readiness: the engine is started and accepting jobs",
+        "get", "/readyz", "readyz", "Readiness: the engine is started and accepting jobs",
         replies={200: Reply("Ready.", Readiness), 503: Reply("Not ready.", Readiness)},
     ),
     Operation(
-        "get",
-        "/openapi.json",
-        "openapi",
-        "This document",
-        replies={
-            200: Reply("OpenAPI 3.1", None, {"application/json": {"schema": {"type": "object"}}})
-        },
+        "get", "/openapi.json", "openapi", "This document",
+        replies={200: Reply("OpenAPI 3.1", None,
+                            {"application/json": {"schema": {"type": "object"}}})},
     ),
 ]
 
@@ -308,10 +233,8 @@ def _operation(op: Operation, schemas: Mapping[int, dict[str, Any]]) -> dict[str
     if op.parameters:
         out["parameters"] = [dict(p) for p in op.parameters]
     if op.request is not None:
-        out["requestBody"] = {
-            "required": True,
-            "content": {"application/json": {"schema": schemas[id(op.request)]}},
-        }
+        out["requestBody"] = {"required": True, "content": {
+            "application/json": {"schema": schemas[id(op.request)]}}}
     responses: dict[str, Any] = {}
     for status, reply in sorted({500: SERVER_FAULT, **op.replies}.items()):
         body: dict[str, Any] = {"description": reply.description}
