@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -115,3 +116,10 @@ def nvml_metric_names() -> set[str]:
     """Metric names the engine's NVML collector declares (read from its source)."""
     src = (ROOT / "cuzk" / "telemetry" / "nvml.py").read_text()
     return set(re.findall(r'"(cuzk_device_[a-z_]+)"', src))
+
+
+def free_port() -> int:
+    """A free TCP port on the loopback interface."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
