@@ -28,6 +28,19 @@ NVML_METRICS = {"cuzk_device_memory_used_bytes", "cuzk_device_utilization_ratio"
 # Per-device budget metrics: exposed only where a GPU backend keeps device budgets.
 DEVICE_BUDGET_METRICS = {"cuzk_device_memory_budget_bytes", "cuzk_device_memory_reserved_bytes"}
 DEVICE_ONLY_METRICS = NVML_METRICS | DEVICE_BUDGET_METRICS
+# The monitoring stack's own metrics (Prometheus, Alertmanager, OpenTelemetry Collector).
+STACK_METRIC_PREFIXES = ("prometheus_", "alertmanager_", "otelcol_")
+# Engine metrics the rules and dashboards use that this engine does not export yet, with why.
+# The e2e test skips their queries by name while they are absent and checks them once they are.
+PENDING_ENGINE_METRICS = {
+    "process_resident_memory_bytes": "prometheus_client's process collector, not registered on "
+                                     "the engine's own registry (cuzk/telemetry/metrics.py)",
+    "process_start_time_seconds": "the same process collector",
+    "cuzk_gpu_workers_paused": "design.md section 5; being added to the engine",
+    "cuzk_gpu_worker_lease_age_seconds": "design.md section 5; being added to the engine",
+    "cuzk_jobs_recovered_total": "design.md section 5; comes with the job journal",
+    "cuzk_journal_write_seconds_bucket": "design.md section 5; comes with the job journal",
+}
 
 
 def require_tool(name: str) -> str:
