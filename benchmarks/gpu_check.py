@@ -1,18 +1,27 @@
-"""GPU figures for issue 5, on a machine with an NVIDIA GPU (run through gpu_check.sh).
+"""The device check: GPU figures on a machine with an NVIDIA GPU (run through gpu_check.sh).
 
-Installs nothing. Every GPU result is compared with the CPU path at every size before its time
-is reported; a mismatch is recorded (``"match": false``) and makes the exit status non-zero.
-Sections are independent: a failure in one is written to the JSON and the next one runs, so the
-kernel figures come out even when the engine part cannot run.
+Installs and compiles nothing: the kernels come from the ahead-of-time bundle named by
+CUZK_GPU_KERNELS (scripts/build_gpu_kernels.py, verified against this tree's kernel sources).
+Every GPU result is compared with the CPU path before its time is reported. Sections are
+independent: a failure in one is written to the JSON and the next one runs. The exit status is
+non-zero when anything went wrong: an error in any section, a mismatch, a proof that does not
+verify, a failed engine job, a device test that failed or skipped, a device memory estimate below
+the measured peak, or a section that did not run (see :func:`problems`).
 
-  NTT   2^16..2^24: forward NTT (natural order, device-resident, incl. the bit-reversal gather),
-        and the H pipeline (3 x odd-coset NTT + joinABC) vs kernels.ntt / kernels.qap.
-  MSM   2^16..2^24: G1 MSM with device-resident points and scalars, random scalars < 2^254,
-        vs arkworks. Points: P_i = (i+1) G for i < 2^20, repeated beyond 2^20 (host point
-        generation is the slow part); scalars repeat with the same period, so the reference is
+  device_tests  tests/kernels/gpu/test_gpu_device.py with CUZK_REQUIRE_GPU=1 (no skips allowed).
+  ntt   forward NTT (natural order, incl. the bit-reversal gather) and the H pipeline
+        (3 x odd-coset NTT + joinABC) vs kernels.ntt / kernels.qap; CUDA-event and wall time.
+  msm   G1 MSM with device-resident points and scalars < 2^254 vs arkworks; CUDA-event and wall
+        time, device memory estimate vs measured peak. Points: P_i = (i+1) G for i < PERIOD,
+        repeated beyond; scalars repeat with the same period, so the reference is
         (m / period) * MSM_cpu(first period).
-  proofs: each bundled circuit, gpu_phase on CudaBackend vs CpuBackend, the proof self-verified.
-  engine: a backlog through the engine on the CUDA backend: per-worker busy fraction.
+  proofs  each bundled circuit: gpu_phase on CUDA vs CPU, the proof self-verified, device
+        memory estimate vs measured peak for H and each MSM.
+  engine  a backlog through the engine on the CUDA backend with 1 and 2 GPU workers per device:
+        throughput, per-worker busy fraction, failed jobs.
+
+``--runtime cpu`` runs the same sections on the CPU executor (tiny sizes in the tests), which is
+how CI keeps this script's reference paths working without a GPU.
 """
 
 from __future__ import annotations
@@ -22,35 +31,137 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 import traceback
-from collections.abc import Callable
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
-MAX_PERIOD = 1 << 20
+PERIOD = 1 << 18          # distinct MSM points generated on the host (the slow host part)
+SECTIONS = ("device_tests", "ntt", "msm", "proofs", "engine")
+TARGETS = {"msm_2^20_ms": 25.0, "ntt_2^20_ms": 1.0, "porep_c2_speedup": 10.0}
 
 
-def _timed(fn: Callable[[], Any], sync: Callable[[], None], repeats: int) -> tuple[Any, float]:
-    """(last result, median ms) over ``repeats`` runs after one warm-up run."""
-    out = fn()
-    sync()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
+# --------------------------------------------------------------------------- runtimes
+
+class CpuRuntime:
+    """The kernels' CPU twin (numba.njit per-thread bodies, NumPy memory): wall time only."""
+
+    name = "cpu"
+
+    def __init__(self) -> None:
+        from kernels.gpu.launch import Executor
+        from kernels.gpu.runtime import cpu_target
+
+        self.xp = np
+        self.ex = Executor(cpu_target(), np)
+
+    def timed(self, fn: Callable[[], Any], repeats: int) -> tuple[Any, dict[str, Any]]:
         out = fn()
-        sync()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return out, statistics.median(times)
+        walls = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            out = fn()
+            walls.append((time.perf_counter() - t0) * 1e3)
+        return out, {"event_ms": None, "wall_ms": round(statistics.median(walls), 4)}
+
+    def host(self, a: Any) -> np.ndarray:
+        return np.asarray(a)
+
+    @contextmanager
+    def step(self) -> Iterator[dict[str, int]]:
+        yield {}
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        yield
+
+    def release(self) -> None:
+        pass
 
 
-def _rand_fr_mont(n: int, seed: int) -> np.ndarray:
+class CudaRuntime:
+    """CuPy memory and one non-blocking stream; kernels from the AOT bundle; CUDA-event timing;
+    a peak-tracking allocator for device memory high-water marks."""
+
+    name = "cuda"
+
+    def __init__(self) -> None:
+        import cupy
+
+        from kernels.gpu.aot import configured_bundle
+        from kernels.gpu.launch import Executor
+        from kernels.gpu.memtrack import PeakTracker
+        from kernels.gpu.runtime import cuda_target
+
+        self.cp = cupy
+        self.xp = cupy
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self.pool = cupy.get_default_memory_pool()
+        self.tracker = PeakTracker(self.pool)
+        cupy.cuda.set_allocator(self.tracker.malloc)
+        self.ex = Executor(cuda_target(), cupy, stream=self.stream, kernels=configured_bundle())
+
+    def timed(self, fn: Callable[[], Any], repeats: int) -> tuple[Any, dict[str, Any]]:
+        cp = self.cp
+        with self.stream:
+            out = fn()
+            self.stream.synchronize()
+            events, walls = [], []
+            for _ in range(repeats):
+                start, end = cp.cuda.Event(), cp.cuda.Event()
+                t0 = time.perf_counter()
+                start.record(self.stream)
+                out = fn()
+                end.record(self.stream)
+                end.synchronize()
+                walls.append((time.perf_counter() - t0) * 1e3)
+                events.append(cp.cuda.get_elapsed_time(start, end))
+        return out, {"event_ms": round(statistics.median(events), 4),
+                     "wall_ms": round(statistics.median(walls), 4)}
+
+    def host(self, a: Any) -> np.ndarray:
+        with self.stream:
+            out = a.get()
+            self.stream.synchronize()
+        return out
+
+    @contextmanager
+    def step(self) -> Iterator[dict[str, int]]:
+        """The pool's high-water mark over the block (recorded at allocation time)."""
+        with self.tracker.step() as m:
+            yield m
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        """The check's stream is current: CuPy work is ordered with the kernels on it."""
+        with self.stream:
+            yield
+            self.stream.synchronize()
+
+    def release(self) -> None:
+        self.stream.synchronize()
+        self.pool.free_all_blocks()
+
+
+def make_runtime(name: str) -> Any:
+    return CudaRuntime() if name == "cuda" else CpuRuntime()
+
+
+# --------------------------------------------------------------------------- inputs
+
+def rand_fr_mont(n: int, seed: int) -> np.ndarray:
     from kernels.field import FR
 
     rng = np.random.default_rng(seed)
@@ -59,112 +170,178 @@ def _rand_fr_mont(n: int, seed: int) -> np.ndarray:
     return FR.to_mont(x, threads=os.cpu_count() or 1)
 
 
-def section_ntt(sizes: list[int], repeats: int) -> dict[str, Any]:
-    import cupy
-
-    from kernels import ntt as cpu_ntt
-    from kernels import qap
-    from kernels.gpu.launch import Executor
-    from kernels.gpu.ntt import NttEngine
-    from kernels.gpu.runtime import cuda_target
-
-    stream = cupy.cuda.Stream(non_blocking=True)
-    eng = NttEngine(Executor(cuda_target(), cupy, stream=stream))
-    res: dict[str, Any] = {}
-    with stream:
-        for log_n in sizes:
-            n = 1 << log_n
-            a = _rand_fr_mont(n, log_n)
-            x = eng.to_limb_major(cupy.asarray(a))
-            eng.twiddles(log_n)
-            y, ms = _timed(lambda x=x: eng.forward(x), stream.synchronize, repeats)
-            got = eng.from_limb_major(y).get()
-            match = bool(np.array_equal(got, cpu_ntt.fft(a)))
-            b, c = _rand_fr_mont(n, log_n + 100), _rand_fr_mont(n, log_n + 200)
-            dev = [cupy.asarray(v) for v in (a, b, c)]
-
-            def h(dev=dev):
-                return eng.h_from_abc(*(eng.to_limb_major(v) for v in dev))
-
-            hout, h_ms = _timed(h, stream.synchronize, repeats)
-            h_match = bool(np.array_equal(hout.get(), qap.h_evaluations(a, b, c, log_n)))
-            res[f"2^{log_n}"] = {"forward_ms": round(ms, 4), "match": match,
-                                 "h_pipeline_ms": round(h_ms, 4), "h_match": h_match}
-            print(f"NTT 2^{log_n}: {ms:.3f} ms (match={match}); H {h_ms:.3f} ms "
-                  f"(match={h_match})", flush=True)
-            del x, y, dev, hout
-            cupy.get_default_memory_pool().free_all_blocks()
-    return res
-
-
-def _points(period: int) -> tuple[list, np.ndarray]:
+def host_points(period: int) -> tuple[np.ndarray, np.ndarray]:
+    """(object array of G1Points (i+1)G, (period, 24) uint32 Montgomery rows)."""
     from py_arkworks_bls12381 import G1Point
 
     from cuzk.curves import BLS12_381
     from cuzk.prover.points import g1_to_mont_array
 
     g = G1Point()
-    pts = [g]
-    for _ in range(period - 1):
-        pts.append(pts[-1] + g)
-    rows = g1_to_mont_array(BLS12_381, pts).reshape(period, 24)
+    pts = np.empty(period, dtype=object)
+    acc = g
+    for i in range(period):
+        pts[i] = acc
+        acc = acc + g
+    rows = g1_to_mont_array(BLS12_381, list(pts)).reshape(period, 24)
     return pts, rows
 
 
-def section_msm(sizes: list[int], repeats: int) -> dict[str, Any]:
-    import cupy
+# --------------------------------------------------------------------------- sections
+
+def section_ntt(rt: Any, sizes: list[int], repeats: int) -> dict[str, Any]:
+    from kernels import ntt as cpu_ntt
+    from kernels import qap
+    from kernels.gpu.ntt import NttEngine
+
+    eng = NttEngine(rt.ex)
+    xp = rt.xp
+    res: dict[str, Any] = {}
+    with rt.active():
+        for log_n in sizes:
+            n = 1 << log_n
+            a = rand_fr_mont(n, log_n)
+            x = eng.to_limb_major(xp.asarray(a))
+            eng.twiddles(log_n)
+            y, t_fwd = rt.timed(lambda x=x: eng.forward(x), repeats)
+            match = bool(np.array_equal(rt.host(eng.from_limb_major(y)), cpu_ntt.fft(a)))
+            b, c = rand_fr_mont(n, log_n + 100), rand_fr_mont(n, log_n + 200)
+            dev = [xp.asarray(v) for v in (a, b, c)]
+
+            def h(dev: list = dev) -> Any:
+                return eng.h_from_abc(*(eng.to_limb_major(v) for v in dev))
+
+            hout, t_h = rt.timed(h, repeats)
+            h_match = bool(np.array_equal(rt.host(hout), qap.h_evaluations(a, b, c, log_n)))
+            res[f"2^{log_n}"] = {"forward": t_fwd, "match": match, "h_pipeline": t_h,
+                                 "h_match": h_match}
+            print(f"NTT 2^{log_n}: {_ms(t_fwd)} (match={match}); H {_ms(t_h)} (match={h_match})",
+                  flush=True)
+            del x, y, dev, hout
+            rt.release()
+    return res
+
+
+def section_msm(rt: Any, sizes: list[int], repeats: int, period: int = PERIOD) -> dict[str, Any]:
     from py_arkworks_bls12381 import G1Point, Scalar
 
     from cuzk.prover.msm import msm as cpu_msm
-    from kernels.gpu.launch import Executor
-    from kernels.gpu.msm import MsmEngine, choose_window
-    from kernels.gpu.runtime import cuda_target
+    from kernels.gpu.msm import MsmEngine, choose_window, combine_windows, device_bytes_estimate
 
-    period = min(MAX_PERIOD, 1 << max(sizes))
+    period = min(period, 1 << max(sizes))
     t0 = time.perf_counter()
-    pts, rows = _points(period)
+    pts, rows = host_points(period)
     print(f"MSM: {period} host points in {time.perf_counter() - t0:.1f}s", flush=True)
     rng = np.random.default_rng(7)
     sc_period = rng.integers(0, 1 << 32, size=(period, 8), dtype=np.uint64).astype(np.uint32)
     sc_period[:, 7] &= 0x3FFFFFFF
     ref_cache: dict[int, Any] = {}
-    stream = cupy.cuda.Stream(non_blocking=True)
-    eng = MsmEngine(Executor(cuda_target(), cupy, stream=stream))
+    eng = MsmEngine(rt.ex)
+    xp = rt.xp
     res: dict[str, Any] = {}
-    with stream:
+    with rt.active():
         for log_m in sizes:
             m = 1 << log_m
             p = min(m, period)
             reps = m // p
-            d_pts = cupy.asarray(np.tile(rows[:p], (reps, 1)))
-            d_sc = cupy.asarray(np.tile(sc_period[:p], (reps, 1)))
-            got, ms = _timed(lambda d_pts=d_pts, d_sc=d_sc: eng.msm(d_pts, d_sc),
-                             stream.synchronize, repeats)
+            d_pts = xp.asarray(np.tile(rows[:p], (reps, 1)))
+            d_sc = xp.asarray(np.tile(sc_period[:p], (reps, 1)))
+            with rt.step() as mem:
+                sums, c = eng.window_sums(d_pts, d_sc)
+            (sums, c), t = rt.timed(lambda d_pts=d_pts, d_sc=d_sc: eng.window_sums(d_pts, d_sc),
+                                    repeats)
+            got = combine_windows(rt.host(sums), c)
             if p not in ref_cache:
                 ref_cache[p] = cpu_msm(pts[:p], sc_period[:p], G1Point.identity())
             want = ref_cache[p] * Scalar(reps)
             match = bool(got == want)
-            res[f"2^{log_m}"] = {"ms": round(ms, 3), "match": match, "window": choose_window(m),
-                                 "distinct_points": p}
-            print(f"MSM 2^{log_m}: {ms:.2f} ms (c={choose_window(m)}, match={match})", flush=True)
-            del d_pts, d_sc
-            cupy.get_default_memory_pool().free_all_blocks()
+            entry: dict[str, Any] = {**t, "match": match, "window": choose_window(m),
+                                     "distinct_points": p}
+            if "peak_bytes" in mem:
+                entry["memory"] = memory_entry(device_bytes_estimate(m), mem["peak_bytes"])
+            res[f"2^{log_m}"] = entry
+            print(f"MSM 2^{log_m}: {_ms(t)} (c={choose_window(m)}, match={match})", flush=True)
+            del d_pts, d_sc, sums
+            rt.release()
     return res
 
 
-def section_proofs(budget_s: float) -> dict[str, Any]:
+def memory_entry(estimate: int, measured: int) -> dict[str, Any]:
+    """Estimate vs measured peak; ``ok`` is False when the estimate is below what was used."""
+    return {"estimate_bytes": int(estimate), "measured_peak_bytes": int(measured),
+            "ratio": round(estimate / measured, 3) if measured else None,
+            "ok": int(estimate) >= int(measured)}
+
+
+class StepMeter:
+    """Records each GPU-phase step's device memory peak against the backend's estimate.
+
+    A backend with ``step_meter``/``step_estimates`` (CUDA) measures the steps of its
+    device-resident GPU phase; otherwise h_evaluations and msm_g1 are wrapped one by one.
+    """
+
+    def __init__(self, backend: Any, rt: Any, key: Any) -> None:
+        self.backend = backend
+        self.rt = rt
+        self.key = key
+        self.steps: dict[str, dict[str, Any]] = {}
+
+    def _record(self, name: str, estimate: int, mem: dict[str, int]) -> None:
+        if "peak_bytes" in mem:
+            self.steps[name] = memory_entry(estimate, mem["peak_bytes"])
+
+    @contextmanager
+    def installed(self) -> Iterator[StepMeter]:
+        backend = self.backend
+        if hasattr(backend, "step_meter") and hasattr(backend, "step_estimates"):
+            estimates = backend.step_estimates(self.key)
+
+            @contextmanager
+            def meter(name: str) -> Iterator[None]:
+                with self.rt.step() as mem:
+                    yield
+                self._record(name, estimates[name], mem)
+
+            backend.step_meter = meter
+            try:
+                yield self
+            finally:
+                backend.step_meter = None
+            return
+        from cuzk.prover.cuda_backend import h_device_bytes
+        from kernels.gpu.msm import device_bytes_estimate
+
+        h_step, msm_step = backend.h_evaluations, backend.msm_g1
+
+        def h(key: Any, a: Any, b: Any, c: Any) -> Any:
+            with self.rt.step() as mem:
+                out = h_step(key, a, b, c)
+            self._record("H", h_device_bytes(a.shape[0]), mem)
+            return out
+
+        def msm(key: Any, section: str, scalars: Any) -> Any:
+            with self.rt.step() as mem:
+                out = msm_step(key, section, scalars)
+            self._record(f"MSM {section}", device_bytes_estimate(max(1, scalars.shape[0])), mem)
+            return out
+
+        backend.h_evaluations, backend.msm_g1 = h, msm
+        try:
+            yield self
+        finally:
+            del backend.h_evaluations, backend.msm_g1
+
+
+def section_proofs(rt: Any, backend: Any, kinds: list[str] | None,
+                   keys_dir: Path) -> dict[str, Any]:
     from cuzk.circuits.registry import bundled_circuits
     from cuzk.prover import Circuit, CpuBackend, ProvingKey, finalize, gpu_phase, synthesize
-    from cuzk.prover.cuda_backend import CudaBackend
     from cuzk.prover.keystore import ensure_zkey
 
-    keys_dir = Path(os.environ.get("CUZK_TEST_KEYS_DIR", ROOT / ".cache" / "keys"))
-    cuda, cpu = CudaBackend(0), CpuBackend()
+    cpu = CpuBackend()
     out: dict[str, Any] = {}
-    start = time.perf_counter()
     for kind, c in bundled_circuits().items():
-        if time.perf_counter() - start > budget_s:
-            out[kind] = {"skipped": f"time budget of {budget_s:.0f}s spent"}
+        if kinds is not None and kind not in kinds:
             continue
         try:
             t0 = time.perf_counter()
@@ -173,101 +350,313 @@ def section_proofs(budget_s: float) -> dict[str, Any]:
             inputs = json.loads(Path(c.sample_input_path).read_text())
             setup_s = time.perf_counter() - t0
             synth = synthesize(key, circuit, inputs)
-            device_bytes = cuda.upload_key(key)
-            gpu_phase(key, synth, cuda)                         # warm-up (kernel JIT)
-            t0 = time.perf_counter()
-            g_gpu = gpu_phase(key, synth, cuda)
-            gpu_s = time.perf_counter() - t0
+            device_key_bytes = backend.upload_key(key)
+            gpu_phase(key, synth, backend)                      # warm-up (module loads, tables)
+            meter = StepMeter(backend, rt, key)
+            with meter.installed():
+                t0 = time.perf_counter()
+                g_dev = gpu_phase(key, synth, backend)
+                dev_s = time.perf_counter() - t0
             t0 = time.perf_counter()
             g_cpu = gpu_phase(key, synth, cpu)
             cpu_s = time.perf_counter() - t0
-            same = all(getattr(g_gpu, f) == getattr(g_cpu, f) for f in ("a", "b1", "c", "h"))
+            same = all(getattr(g_dev, f) == getattr(g_cpu, f) for f in ("a", "b1", "c", "h"))
             t0 = time.perf_counter()
-            finalize(key, synth, g_gpu)                         # raises if it does not verify
+            verified = True
+            try:
+                finalize(key, synth, g_dev)                     # raises if it does not verify
+            except Exception as exc:
+                verified = False
+                print(f"proof {kind}: does not verify: {exc}", flush=True)
             fin_s = time.perf_counter() - t0
-            out[kind] = {"domain": key.sizes.domain_size, "gpu_phase_cuda_s": round(gpu_s, 4),
+            out[kind] = {"domain": key.sizes.domain_size, "gpu_phase_device_s": round(dev_s, 4),
                          "gpu_phase_cpu_s": round(cpu_s, 4),
-                         "speedup": round(cpu_s / gpu_s, 2) if gpu_s else None,
-                         "match": same, "verified": True, "finalize_s": round(fin_s, 4),
-                         "key_setup_s": round(setup_s, 2), "device_key_bytes": device_bytes}
-            print(f"proof {kind}: cuda {gpu_s:.3f}s cpu {cpu_s:.3f}s match={same}", flush=True)
-            cuda.drop_key(key)
+                         "speedup": round(cpu_s / dev_s, 2) if dev_s else None,
+                         "match": same, "verified": verified, "finalize_s": round(fin_s, 4),
+                         "key_setup_s": round(setup_s, 2), "device_key_bytes": device_key_bytes,
+                         "memory": meter.steps}
+            print(f"proof {kind}: {rt.name} {dev_s:.3f}s cpu {cpu_s:.3f}s match={same} "
+                  f"verified={verified}", flush=True)
+            backend.drop_key(key)
         except Exception:
             out[kind] = {"error": traceback.format_exc(limit=8)}
             print(f"proof {kind}: FAILED\n{out[kind]['error']}", flush=True)
     return out
 
 
-def section_engine(jobs: int) -> dict[str, Any]:
+def section_engine(backend: str, jobs: int, workers: list[int],
+                   kinds: list[str] | None = None, keys_dir: Path | None = None) -> dict[str, Any]:
     from dataclasses import replace
 
-    from cuzk.engine import bench
+    from cuzk.cli import bench_engine as bench
     from cuzk.engine.real_prover import RealProver
     from cuzk.engine.settings import EngineSettings, default_proof_kinds
 
-    settings = EngineSettings(proof_kinds=default_proof_kinds(), backend="cuda",
-                              finalizer_threads=max(2, (os.cpu_count() or 4) // 2))
-    inputs = bench._real_inputs(settings)
-    backlog = bench._backlog(settings, jobs, 0)
-    result = bench.run_once("cuda split", replace(settings), RealProver(settings), backlog, inputs)
-    return result.summary()
+    all_kinds = default_proof_kinds()
+    chosen = {k: v for k, v in all_kinds.items() if kinds is None or k in kinds}
+    base = EngineSettings(proof_kinds=chosen, backend=backend, keys_dir=keys_dir,
+                          finalizer_threads=max(2, (os.cpu_count() or 4) // 2))
+    inputs = bench._real_inputs(base)
+    backlog = bench._backlog(base, jobs, 0)
+    out: dict[str, Any] = {"backend": backend, "backlog": backlog}
+    for w in workers:
+        settings = replace(base, gpu_workers_per_device=w)
+        result = bench.run_once(f"{w} worker(s)/device", settings, RealProver(settings), backlog,
+                                inputs)
+        summary = result.summary()
+        busy = list(result.busy_fraction.values())
+        summary["min_busy_fraction"] = round(min(busy), 4) if busy else None
+        out[f"workers_{w}"] = summary
+        print(f"engine {w} worker(s)/device: {summary['jobs_per_s']} jobs/s, "
+              f"{summary['partitions_per_s']} partitions/s, busy {summary['busy_fraction']}, "
+              f"failed {summary['failed']}", flush=True)
+    return out
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--out", default=os.environ.get("OUT") or str(ROOT / "benchmarks" / "out"))
-    ap.add_argument("--min-log", type=int, default=16)
-    ap.add_argument("--max-log", type=int, default=24)
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--proof-budget-s", type=float, default=240.0)
-    ap.add_argument("--engine-jobs", type=int, default=12)
-    ap.add_argument("--skip", default="", help="sections to skip, e.g. proofs,engine")
-    args = ap.parse_args()
+def section_device_tests(out_dir: Path) -> dict[str, Any]:
+    """The device tests, with CUZK_REQUIRE_GPU=1: a skip or failure is a problem."""
+    junit = out_dir / "device_tests.xml"
+    env = {**os.environ, "CUZK_REQUIRE_GPU": "1"}
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+         f"--junitxml={junit}", "tests/kernels/gpu/test_gpu_device.py"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+    (out_dir / "device_tests.log").write_text(proc.stdout + proc.stderr)
+    return junit_counts(junit, proc.returncode, proc.stdout[-2000:])
+
+
+def junit_counts(junit: Path, returncode: int, tail: str) -> dict[str, Any]:
+    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    if junit.exists():
+        for suite in ET.parse(junit).getroot().iter("testsuite"):
+            for k in counts:
+                counts[k] += int(suite.get(k, 0))
+    out: dict[str, Any] = {**counts, "returncode": returncode}
+    if returncode != 0 or counts["tests"] == 0:
+        out["error"] = f"pytest exit {returncode}, {counts}:\n{tail}"
+    return out
+
+
+# --------------------------------------------------------------------------- verdict
+
+def problems(report: dict[str, Any]) -> list[str]:
+    """Everything that makes the check fail, as readable paths (empty: all good)."""
+    found: list[str] = []
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, dict):
+            if "error" in node:
+                found.append(f"{path}: error")
+            if isinstance(node.get("skipped"), str):
+                found.append(f"{path}: skipped ({node['skipped']})")
+            for flag in ("match", "h_match", "verified", "ok"):
+                if node.get(flag) is False:
+                    found.append(f"{path}: {flag} is false")
+            if isinstance(node.get("failed"), int) and node["failed"] > 0:
+                found.append(f"{path}: {node['failed']} failed jobs")
+            for k in ("failures", "errors", "skipped"):
+                if isinstance(node.get(k), int) and node[k] > 0:
+                    found.append(f"{path}: {node[k]} {k}")
+            for k, v in node.items():
+                if k not in ("error", "skipped"):
+                    walk(v, f"{path}/{k}" if path else str(k))
+
+    for name in SECTIONS:
+        if name not in report:
+            found.append(f"{name}: did not run")
+    walk({k: v for k, v in report.items() if k in SECTIONS or k == "device"}, "")
+    return found
+
+
+# --------------------------------------------------------------------------- table
+
+def _ms(t: dict[str, Any]) -> str:
+    ev = t.get("event_ms")
+    return (f"{ev:.3f} ms event / " if ev is not None else "") + f"{t['wall_ms']:.3f} ms wall"
+
+
+def _fmt(v: Any, spec: str = "") -> str:
+    if v is None:
+        return "-"
+    return format(v, spec) if spec else str(v)
+
+
+def table(report: dict[str, Any]) -> str:
+    lines: list[str] = []
+    for sec, label in (("ntt", "NTT"), ("msm", "MSM")):
+        data = report.get(sec)
+        if not isinstance(data, dict) or "error" in data:
+            continue
+        lines.append(f"{label:6s} {'event ms':>10s} {'wall ms':>10s} {'match':>6s}"
+                     + ("  H event ms  H wall ms  H match" if sec == "ntt" else
+                        "  est MiB  peak MiB"))
+        for size, v in data.items():
+            t = v["forward"] if sec == "ntt" else v
+            row = (f"{size:6s} {_fmt(t.get('event_ms'), '.3f'):>10s} {t['wall_ms']:10.3f} "
+                   f"{v['match']!s:>6s}")
+            if sec == "ntt":
+                h = v["h_pipeline"]
+                row += (f"  {_fmt(h.get('event_ms'), '.3f'):>10s} {h['wall_ms']:10.3f} "
+                        f"{v['h_match']!s:>8s}")
+            elif "memory" in v:
+                m = v["memory"]
+                row += (f"  {m['estimate_bytes'] / 2**20:7.1f}  "
+                        f"{m['measured_peak_bytes'] / 2**20:8.1f}")
+            lines.append(row)
+    proofs = report.get("proofs")
+    if isinstance(proofs, dict):
+        lines.append("proof           device s    cpu s  speedup  match verified")
+        for kind, v in proofs.items():
+            if "error" in v:
+                lines.append(f"{kind:14s} ERROR")
+                continue
+            lines.append(f"{kind:14s} {_fmt(v.get('gpu_phase_device_s'), '.4f'):>9s} "
+                         f"{_fmt(v.get('gpu_phase_cpu_s'), '.4f'):>8s} "
+                         f"{_fmt(v.get('speedup')):>8s} {v.get('match')!s:>6s} "
+                         f"{v.get('verified')!s:>8s}")
+            for step, m in v.get("memory", {}).items():
+                lines.append(f"  {step:12s} est {m['estimate_bytes'] / 2**20:8.1f} MiB  peak "
+                             f"{m['measured_peak_bytes'] / 2**20:8.1f} MiB  ok={m['ok']}")
+    eng = report.get("engine")
+    if isinstance(eng, dict) and "error" not in eng:
+        lines.append("engine          jobs/s  partitions/s  min busy  failed")
+        for k, v in eng.items():
+            if k.startswith("workers_"):
+                lines.append(f"{k:14s} {_fmt(v.get('jobs_per_s'), '.3f'):>7s} "
+                             f"{_fmt(v.get('partitions_per_s'), '.3f'):>13s} "
+                             f"{_fmt(v.get('min_busy_fraction')):>9s} {_fmt(v.get('failed')):>7s}")
+    targets = report.get("targets", {})
+    for name, v in targets.items():
+        lines.append(f"target {name}: {v}")
+    return "\n".join(lines)
+
+
+def target_figures(report: dict[str, Any]) -> dict[str, Any]:
+    """The issue's targets against the figures (reported, not part of the exit status)."""
+    out: dict[str, Any] = {}
+    msm = (report.get("msm") or {}).get("2^20")
+    if isinstance(msm, dict) and msm.get("event_ms") is not None:
+        out["msm_2^20_ms"] = {"value": msm["event_ms"], "target": "<= 25",
+                              "met": msm["event_ms"] <= TARGETS["msm_2^20_ms"]}
+    ntt = (report.get("ntt") or {}).get("2^20")
+    if isinstance(ntt, dict) and ntt["forward"].get("event_ms") is not None:
+        v = ntt["forward"]["event_ms"]
+        out["ntt_2^20_ms"] = {"value": v, "target": "<= 1", "met": v <= TARGETS["ntt_2^20_ms"]}
+    porep = (report.get("proofs") or {}).get("porep-c2")
+    if isinstance(porep, dict) and porep.get("speedup") is not None:
+        out["porep_c2_speedup"] = {"value": porep["speedup"], "target": ">= 10",
+                                   "met": porep["speedup"] >= TARGETS["porep_c2_speedup"]}
+    return out
+
+
+# --------------------------------------------------------------------------- main
+
+def device_info() -> dict[str, Any]:
+    import cupy
+
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    info = {"name": props["name"].decode(), "cc": f"{props['major']}.{props['minor']}",
+            "memory_bytes": int(props["totalGlobalMem"]),
+            "driver": cupy.cuda.runtime.driverGetVersion(),
+            "runtime": cupy.cuda.runtime.runtimeGetVersion()}
+    from kernels.gpu.aot import configured_bundle
+
+    bundle = configured_bundle()
+    if bundle is None:
+        info["error"] = "CUZK_GPU_KERNELS is not set: kernels would be JIT-compiled"
+    else:
+        info["kernels"] = {"path": str(bundle.path),
+                           "source_sha256": bundle.manifest["source_sha256"],
+                           "toolchain": bundle.manifest["toolchain"]}
+    return info
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     sizes = list(range(args.min_log, args.max_log + 1))
     skip = set(filter(None, args.skip.split(",")))
-    report: dict[str, Any] = {"host": platform.node(),
-                              "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    try:
-        import cupy
+    kinds = [k for k in args.kinds.split(",") if k] or None
+    workers = [int(w) for w in args.workers.split(",") if w]
+    keys_dir = Path(args.keys_dir or os.environ.get("CUZK_TEST_KEYS_DIR")
+                    or tempfile.mkdtemp(prefix="cuzk-keys-"))
+    report: dict[str, Any] = {"host": platform.node(), "runtime": args.runtime,
+                              "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                              "args": vars(args)}
+    json_path = out_dir / "gpu_check.json"
+    if args.runtime == "cuda":
+        try:
+            report["device"] = device_info()
+        except Exception:
+            report["device"] = {"error": traceback.format_exc(limit=4)}
+    rt_holder: dict[str, Any] = {}
 
-        props = cupy.cuda.runtime.getDeviceProperties(0)
-        report["device"] = {"name": props["name"].decode(),
-                            "cc": f"{props['major']}.{props['minor']}",
-                            "memory_bytes": int(props["totalGlobalMem"]),
-                            "driver": cupy.cuda.runtime.driverGetVersion(),
-                            "runtime": cupy.cuda.runtime.runtimeGetVersion()}
-    except Exception:
-        report["device"] = {"error": traceback.format_exc(limit=4)}
-    sections: list[tuple[str, Callable[[], Any]]] = [
-        ("ntt", lambda: section_ntt(sizes, args.repeats)),
-        ("msm", lambda: section_msm(sizes, args.repeats)),
-        ("proofs", lambda: section_proofs(args.proof_budget_s)),
-        ("engine", lambda: section_engine(args.engine_jobs)),
-    ]
-    ok = True
-    for name, fn in sections:
+    def runtime() -> Any:
+        if "rt" not in rt_holder:
+            rt_holder["rt"] = make_runtime(args.runtime)
+        return rt_holder["rt"]
+
+    def backend() -> Any:
+        if args.runtime == "cuda":
+            from cuzk.prover.cuda_backend import CudaBackend
+
+            return CudaBackend(0)
+        from cuzk.prover import CpuBackend
+
+        return CpuBackend()
+
+    sections: dict[str, Callable[[], Any]] = {
+        "device_tests": lambda: section_device_tests(out_dir),
+        "ntt": lambda: section_ntt(runtime(), sizes, args.repeats),
+        "msm": lambda: section_msm(runtime(), sizes, args.repeats, args.period),
+        "proofs": lambda: section_proofs(runtime(), backend(), kinds, keys_dir),
+        "engine": lambda: section_engine(args.runtime, args.engine_jobs, workers, kinds,
+                                 keys_dir),
+    }
+    for name in SECTIONS:
         if name in skip:
             continue
         t0 = time.perf_counter()
         try:
-            report[name] = fn()
+            report[name] = sections[name]()
         except Exception:
             report[name] = {"error": traceback.format_exc(limit=8)}
-            ok = name in ("proofs", "engine") and ok   # engine parts depend on other packages
             print(f"{name}: FAILED\n{report[name]['error']}", flush=True)
         report.setdefault("section_seconds", {})[name] = round(time.perf_counter() - t0, 1)
-        (out_dir / "gpu_check.json").write_text(json.dumps(report, indent=1))
-    mismatches = [f"{sec}/{size}" for sec in ("ntt", "msm") if isinstance(report.get(sec), dict)
-                  for size, v in report[sec].items()
-                  if isinstance(v, dict) and not (v.get("match", True) and v.get("h_match", True))]
-    mismatches += [f"proofs/{k}" for k, v in (report.get("proofs") or {}).items()
-                   if isinstance(v, dict) and v.get("match") is False]
-    report["mismatches"] = mismatches
-    (out_dir / "gpu_check.json").write_text(json.dumps(report, indent=1))
-    print(f"wrote {out_dir / 'gpu_check.json'}; mismatches: {mismatches or 'none'}")
-    return 0 if ok and not mismatches else 1
+        json_path.write_text(json.dumps(report, indent=1))
+    report["targets"] = target_figures(report)
+    report["problems"] = problems(report)
+    json_path.write_text(json.dumps(report, indent=1))
+    return report
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--out", default=os.environ.get("OUT") or str(ROOT / "benchmarks" / "out"))
+    ap.add_argument("--runtime", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--min-log", type=int, default=16)
+    ap.add_argument("--max-log", type=int, default=22)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--period", type=int, default=PERIOD, help="distinct MSM points")
+    ap.add_argument("--kinds", default="", help="bundled proof kinds (default: all)")
+    ap.add_argument("--engine-jobs", type=int, default=8)
+    ap.add_argument("--workers", default="1,2", help="GPU workers per device to compare")
+    ap.add_argument("--keys-dir", default="")
+    ap.add_argument("--skip", default="",
+                    help="sections to skip (a skipped section makes the check fail)")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    report = run(args)
+    print(table(report))
+    found = report["problems"]
+    print(f"wrote {Path(args.out) / 'gpu_check.json'}; problems: {len(found)}")
+    for p in found:
+        print(f"  PROBLEM {p}")
+    return 1 if found else 0
 
 
 if __name__ == "__main__":

@@ -1,9 +1,16 @@
 """cuzk configuration: one TOML file, every key overridable by a ``CUZK_<SECTION>_<KEY>`` variable.
 
-Precedence, lowest first: built-in defaults (documented in ``cuzk/default_config.toml``), the
-TOML file, then the environment. Everything is validated when loaded, and every error names the
-key it is about (and the environment variable, when the value came from one), so a bad
-deployment fails at start instead of at the first proof.
+Precedence, lowest first: built-in defaults, the TOML file, the environment, then command-line
+values. Every key is declared once, with its default and a one-line description, by
+``cuzk.settings_schema.setting``: the ``[engine]`` keys on ``cuzk.engine.settings.EngineSettings``
+(the engine's own plain settings), the others on the section dataclasses below, the bundled proof
+kinds' defaults in ``cuzk.circuits.registry``. The documented ``cuzk/default_config.toml`` is
+generated from those declarations (``python -m cuzk.config --dump-defaults``).
+
+Everything is validated when loaded; unknown sections and keys (in the file or in a variable of a
+known section) are errors; every error names the key it is about (and the environment variable,
+when the value came from one), so a bad deployment fails at start instead of at the first proof.
+Secrets (``server.auth_token``) never appear in a dump, a repr or an error.
 
 Proof kinds default to the bundled circuits; ``[proof_kinds.<name>]`` tables override the
 fields of a bundled kind or add a new one, and ``enabled = false`` drops one. Environment
@@ -13,21 +20,66 @@ overrides for a proof kind use the kind's name upper-cased with ``-`` and ``.`` 
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import json
 import os
 import re
+import sys
+import textwrap
 import tomllib
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cuzk.errors import CuzkError
+from cuzk.protocol import DEFAULT_PRIORITY, PRIORITIES
+from cuzk.settings_schema import (
+    REQUIRED,
+    ParseContext,
+    Setting,
+    boolean,
+    byte_size,
+    choice,
+    non_empty_string,
+    optional_path,
+    optional_string,
+    parse_listen,
+    path,
+    positive_int,
+    positive_seconds,
+    secret_string,
+    setting,
+    settings_of,
+    split_listen,
+    xdg_path,
+)
 
-PRIORITIES = ("critical", "high", "normal", "low")
-BACKENDS = ("auto", "cpu", "cuda")
+if TYPE_CHECKING:
+    from cuzk.engine.settings import EngineSettings
+
+__all__ = [
+    "DEFAULT_CONFIG_PATH",
+    "DEFAULT_LISTEN",
+    "PRIORITIES",
+    "PROOF_KIND_SCHEMA",
+    "Config",
+    "ConfigError",
+    "JournalConfig",
+    "ProofKindConfig",
+    "ServerConfig",
+    "TelemetryConfig",
+    "byte_size",
+    "dump_defaults",
+    "engine_settings",
+    "load_config",
+]
+
 DEFAULT_LISTEN = "127.0.0.1:9820"
 DEFAULT_CONFIG_PATH = Path(__file__).parent / "default_config.toml"
 ENV_PREFIX = "CUZK_"
+REDACTED = "<redacted>"
 
 
 class ConfigError(CuzkError):
@@ -38,167 +90,122 @@ class ConfigError(CuzkError):
         super().__init__("invalid configuration:\n" + "\n".join(f"  {p}" for p in self.problems))
 
 
-# --------------------------------------------------------------------------- value parsers
-# Each parser takes the raw value (a TOML value, or the string from an environment variable) and
-# the directory relative paths are resolved against; it raises ValueError with a message that
-# does not name the key (the caller prefixes it).
+# --------------------------------------------------------------------------- sections
 
 
-def _got(value: object) -> str:
-    return f"got {value!r}"
+@dataclass(frozen=True)
+class ServerConfig:
+    """[server]: the HTTP API."""
+
+    listen: str = setting(
+        DEFAULT_LISTEN, "HOST:PORT of the HTTP API (IPv6 as [::1]:9820).", parse_listen
+    )
+    max_body_bytes: int = setting(
+        "8MiB",
+        "Largest request body accepted; a larger one is refused with 413 while it is being read.",
+        byte_size,
+    )
+    auth_token: str = setting(
+        "",
+        "Bearer token: when set (here, in auth_token_file, or CUZK_SERVER_AUTH_TOKEN), every "
+        "route but /healthz, /readyz (and /metrics unless metrics_require_auth) needs "
+        '`Authorization: Bearer ...`. "" = authentication off, which `cuzk serve` allows on a '
+        "loopback address only, unless allow_unauthenticated = true. Never printed.",
+        secret_string,
+        secret=True,
+    )
+    auth_token_file: Path | None = setting(
+        "", 'A file holding the bearer token (instead of auth_token); "" = none.', optional_path
+    )
+    allow_unauthenticated: bool = setting(
+        False, "Allow a non-loopback listen address without a token.", boolean
+    )
+    metrics_require_auth: bool = setting(False, "/metrics needs the token too.", boolean)
+    header_timeout_s: float = setting(
+        5.0,
+        "A request's headers must arrive within this many seconds of the connection (or of "
+        "its first byte, on a kept-alive connection); 408 / close after.",
+        positive_seconds,
+    )
+    body_timeout_s: float = setting(
+        30.0,
+        "A request's body must arrive within this many seconds of its headers (408 after).",
+        positive_seconds,
+    )
+    keepalive_timeout_s: float = setting(
+        5.0, "An idle kept-alive connection is closed after this many seconds.", positive_seconds
+    )
+    max_connections: int = setting(
+        1024, "Open connections beyond this are answered 503 and closed.", positive_int
+    )
+    max_requests_in_flight: int = setting(
+        256,
+        "Requests being handled at once (health checks excepted); more get 503 with Retry-After.",
+        positive_int,
+    )
+    drain_timeout_s: float = setting(
+        30.0,
+        "On SIGTERM, seconds to finish in-flight requests and running jobs before exiting.",
+        positive_seconds,
+    )
+
+    @property
+    def host(self) -> str:
+        return split_listen(self.listen)[0]
+
+    @property
+    def port(self) -> int:
+        return split_listen(self.listen)[1]
 
 
-def _int(value: object, *, minimum: int, what: str) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"must be {what}, {_got(value)}")
-    if isinstance(value, int):
-        result = value
-    elif isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
-        result = int(value)
-    else:
-        raise ValueError(f"must be {what}, {_got(value)}")
-    if result < minimum:
-        raise ValueError(f"must be {what}, {_got(value)}")
-    return result
+@dataclass(frozen=True)
+class TelemetryConfig:
+    """[telemetry]: Prometheus metrics and OpenTelemetry traces."""
+
+    service_name: str = setting(
+        "cuzk",
+        'OpenTelemetry service.name. Default: $OTEL_SERVICE_NAME when set, else "cuzk".',
+        non_empty_string,
+        env_fallback="OTEL_SERVICE_NAME",
+    )
+    metrics: bool = setting(
+        True,
+        "Serve Prometheus metrics on /metrics (OpenMetrics with exemplars when the scraper asks).",
+        boolean,
+    )
+    tracing: bool = setting(
+        True,
+        "Record OpenTelemetry spans (cuzk.job > cuzk.partition > ...). They are exported over "
+        "OTLP when an endpoint is set here or through the standard OTEL_EXPORTER_OTLP_* "
+        "variables.",
+        boolean,
+    )
+    otlp_endpoint: str | None = setting(
+        "",
+        'OTLP endpoint such as "http://localhost:4317"; "" = the standard OTEL_* variables.',
+        optional_string,
+    )
 
 
-def positive_int(value: object, base: Path | None = None) -> int:
-    return _int(value, minimum=1, what="a positive integer")
+@dataclass(frozen=True)
+class JournalConfig:
+    """[journal]: the on-disk record of accepted jobs, so a restart loses none."""
 
-
-def _threads(value: object, base: Path | None = None) -> int | None:
-    """``"auto"`` leaves the choice to the engine (sized from the CPU count)."""
-    if isinstance(value, str) and value.strip().lower() == "auto":
-        return None
-    return _int(value, minimum=1, what='a positive integer or "auto"')
-
-
-_BYTE_UNITS = {
-    "": 1, "b": 1,
-    "k": 2**10, "kib": 2**10, "kb": 10**3,
-    "m": 2**20, "mib": 2**20, "mb": 10**6,
-    "g": 2**30, "gib": 2**30, "gb": 10**9,
-    "t": 2**40, "tib": 2**40, "tb": 10**12,
-}  # fmt: skip
-
-
-def byte_size(value: object, base: Path | None = None) -> int:
-    """A byte count: an integer, or a string such as ``"8GiB"``, ``"512 MiB"``, ``"2GB"``."""
-    what = 'a byte size (an integer or a string such as "8GiB")'
-    if isinstance(value, bool):
-        raise ValueError(f"must be {what}, {_got(value)}")
-    if isinstance(value, int):
-        if value < 0:
-            raise ValueError(f"must be {what} >= 0, {_got(value)}")
-        return value
-    if isinstance(value, str):
-        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", value)
-        if m and m.group(2).lower() in _BYTE_UNITS:
-            return int(float(m.group(1)) * _BYTE_UNITS[m.group(2).lower()])
-    raise ValueError(f"must be {what}, {_got(value)}")
-
-
-def _byte_size_or_auto(value: object, base: Path | None = None) -> int | None:
-    """``"auto"``: the engine sizes it from the machine (MemTotal minus the safety margin)."""
-    if isinstance(value, str) and value.strip().lower() == "auto":
-        return None
-    try:
-        result = byte_size(value)
-    except ValueError:
-        raise ValueError(
-            f'must be "auto" or a byte size (an integer or a string such as "8GiB"), {_got(value)}'
-        ) from None
-    if result == 0:
-        raise ValueError(f'must be "auto" or a byte size > 0, {_got(value)}')
-    return result
-
-
-_TRUE = {"true", "1", "yes", "on"}
-_FALSE = {"false", "0", "no", "off"}
-
-
-def boolean(value: object, base: Path | None = None) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
-        return value.strip().lower() in _TRUE
-    raise ValueError(f"must be a boolean (true/false), {_got(value)}")
-
-
-def _string(value: object, base: Path | None = None) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"must be a non-empty string, {_got(value)}")
-    return value.strip()
-
-
-def _optional_string(value: object, base: Path | None = None) -> str | None:
-    """An empty string means "not set", so an env variable can clear a value from the file."""
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    return _string(value)
-
-
-def _choice(options: tuple[str, ...]) -> Callable[[object, Path | None], str]:
-    def parse(value: object, base: Path | None = None) -> str:
-        if isinstance(value, str) and value.strip().lower() in options:
-            return value.strip().lower()
-        raise ValueError(f"must be one of {', '.join(options)}; {_got(value)}")
-
-    return parse
-
-
-def parse_listen(value: object, base: Path | None = None) -> str:
-    """``HOST:PORT`` (IPv6 hosts in brackets); returns it normalized."""
-    host, port = split_listen(value)
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def split_listen(value: object) -> tuple[str, int]:
-    what = "must be HOST:PORT (for example 127.0.0.1:9820)"
-    if not isinstance(value, str) or ":" not in value:
-        raise ValueError(f"{what}, {_got(value)}")
-    host, _, port_text = value.strip().rpartition(":")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    if not host or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-        raise ValueError(f"{what}, {_got(value)}")
-    return host, int(port_text)
-
-
-def _path(value: object, base: Path | None = None) -> Path:
-    """A path; ``~`` is expanded and a relative path is taken from the config file's directory."""
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"must be a non-empty path string, {_got(value)}")
-    p = Path(value.strip()).expanduser()
-    if not p.is_absolute():
-        p = (base or Path.cwd()) / p
-    return p
-
-
-def _optional_path(value: object, base: Path | None = None) -> Path | None:
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    return _path(value, base)
-
-
-def _devices(value: object, base: Path | None = None) -> tuple[int, ...] | None:
-    """``"all"`` (None), a list of device indices, or a comma-separated string of them."""
-    what = 'must be "all" or a list of CUDA device indices such as [0, 1] or "0,1"'
-    if isinstance(value, str):
-        if value.strip().lower() == "all":
-            return None
-        parts = [p.strip() for p in value.split(",")]
-    elif isinstance(value, list):
-        parts = value
-    else:
-        raise ValueError(f"{what}, {_got(value)}")
-    try:
-        devices = tuple(_int(p, minimum=0, what="an index") for p in parts)
-    except ValueError:
-        raise ValueError(f"{what}, {_got(value)}") from None
-    if not devices or len(set(devices)) != len(devices):
-        raise ValueError(f"{what} (non-empty, no repeats), {_got(value)}")
-    return devices
+    enabled: bool = setting(
+        True, "Record accepted jobs on disk and recover them at start.", boolean
+    )
+    path: Path = setting(
+        "",
+        'The journal file (SQLite); "" = $XDG_STATE_HOME/cuzk/journal.sqlite3 '
+        "(~/.local/state/cuzk/journal.sqlite3).",
+        xdg_path("XDG_STATE_HOME", ".local/state", "cuzk", "journal.sqlite3"),
+    )
+    retention_jobs: int = setting(
+        10000, "Finished jobs kept in the journal; the oldest are deleted first.", positive_int
+    )
+    retention_s: float = setting(
+        604800, "Seconds a finished job is kept in the journal (604800 = 7 days).", positive_seconds
+    )
 
 
 def _proof_kind_name(name: str) -> str | None:
@@ -211,184 +218,128 @@ def _proof_kind_name(name: str) -> str | None:
     )
 
 
-# --------------------------------------------------------------------------- schema
-
-
-DEFAULT_KEYS_DIR = "~/.cache/cuzk/keys"
-
-
-@dataclass(frozen=True)
-class _Key:
-    parse: Callable[[Any, Path | None], Any]
-    default: Any  # raw (unparsed) default, or a zero-argument callable producing one
-    doc: str
-
-
-SCHEMA: dict[str, dict[str, _Key]] = {
-    "server": {
-        "listen": _Key(parse_listen, DEFAULT_LISTEN, "HOST:PORT the HTTP API listens on"),
-        "max_body_bytes": _Key(
-            byte_size, "8MiB", "largest request body accepted; larger ones get 413"
-        ),
-    },
-    "engine": {
-        "backend": _Key(
-            _choice(BACKENDS), "auto", "auto (CUDA when usable, else CPU), cpu or cuda"
-        ),
-        "gpu_workers_per_device": _Key(positive_int, 2, "GPU workers per device"),
-        "synthesis_threads": _Key(_threads, "auto", "CPU threads synthesizing partitions"),
-        "finalizer_threads": _Key(_threads, "auto", "CPU threads finalizing partitions"),
-        "memory_budget_bytes": _Key(
-            _byte_size_or_auto, "auto", "host memory budget; auto = MemTotal minus margin"
-        ),
-        "memory_safety_margin_bytes": _Key(
-            byte_size, "2GiB", "left out of an auto-detected budget"
-        ),
-        "device_memory_budget_bytes": _Key(
-            _byte_size_or_auto, "auto", "per-GPU memory budget; auto = device total minus margin"
-        ),
-        "device_memory_safety_margin_bytes": _Key(
-            byte_size, "1GiB", "left out of an auto-detected device budget"
-        ),
-        "cuda_devices": _Key(_devices, "all", 'CUDA device indices, "all" or e.g. "0,1"'),
-        "keys_dir": _Key(_path, DEFAULT_KEYS_DIR, "where generated proving keys are cached"),
-        "self_verify": _Key(boolean, True, "verify every proof before returning it"),
-    },
-    "telemetry": {
-        "service_name": _Key(
-            _string,
-            lambda: os.environ.get("OTEL_SERVICE_NAME") or "cuzk",
-            "OpenTelemetry service.name (default: $OTEL_SERVICE_NAME or cuzk)",
-        ),
-        "metrics": _Key(boolean, True, "serve Prometheus metrics on /metrics"),
-        "tracing": _Key(boolean, True, "record OpenTelemetry spans"),
-        "otlp_endpoint": _Key(
-            _optional_string, None, "OTLP endpoint; unset = the standard OTEL_* variables"
-        ),
-    },
-}
-
-PROOF_KIND_SCHEMA: dict[str, _Key] = {
-    "enabled": _Key(boolean, True, "false drops the kind (for example a bundled one)"),
-    "r1cs": _Key(_path, None, "circuit .r1cs (required for a kind that is not bundled)"),
-    "wasm": _Key(_path, None, "witness generator .wasm (required for a kind that is not bundled)"),
-    "zkey": _Key(_optional_path, None, "proving key; unset = generated into keys_dir on first use"),
-    "sample_input": _Key(_optional_path, None, "example input for one partition (cuzk submit)"),
-    "partitions": _Key(positive_int, 1, "partitions (independent proofs) per job"),
-    "priority": _Key(_choice(PRIORITIES), "normal", "default priority: " + ", ".join(PRIORITIES)),
-}
-
-
-# --------------------------------------------------------------------------- result types
-
-
-@dataclass(frozen=True)
-class ServerConfig:
-    listen: str = DEFAULT_LISTEN
-    max_body_bytes: int = 8 * 2**20
-
-    @property
-    def host(self) -> str:
-        return split_listen(self.listen)[0]
-
-    @property
-    def port(self) -> int:
-        return split_listen(self.listen)[1]
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    backend: str = "auto"
-    gpu_workers_per_device: int = 2
-    synthesis_threads: int | None = None  # None: the engine decides from the CPU count
-    finalizer_threads: int | None = None
-    memory_budget_bytes: int | None = None  # None: auto-detected
-    memory_safety_margin_bytes: int = 2 * 2**30
-    device_memory_budget_bytes: int | None = None  # None: auto-detected per device
-    device_memory_safety_margin_bytes: int = 2**30
-    cuda_devices: tuple[int, ...] | None = None  # None: every visible device
-    keys_dir: Path = field(default_factory=lambda: Path(DEFAULT_KEYS_DIR).expanduser())
-    self_verify: bool = True
-
-
-@dataclass(frozen=True)
-class TelemetryConfig:
-    service_name: str = "cuzk"
-    metrics: bool = True
-    tracing: bool = True
-    otlp_endpoint: str | None = None
-
-
 @dataclass(frozen=True)
 class ProofKindConfig:
+    """[proof_kinds.<name>]: one proof kind (a bundled one's defaults come from the registry)."""
+
     name: str
-    r1cs: Path
-    wasm: Path
-    zkey: Path | None = None
-    sample_input: Path | None = None
-    partitions: int = 1
-    priority: str = "normal"
+    r1cs: Path = setting(
+        REQUIRED,
+        "Circuit .r1cs (required for a kind that is not bundled).",
+        path,
+        example="circuits/my.r1cs",
+    )
+    wasm: Path = setting(
+        REQUIRED,
+        "The circom witness generator .wasm (required for a kind that is not bundled).",
+        path,
+        example="circuits/my_js/my.wasm",
+    )
+    enabled: bool = setting(True, "false drops the kind (for example a bundled one).", boolean)
+    zkey: Path | None = setting(
+        "", 'Proving key; "" = generated into keys_dir on first use.', optional_path
+    )
+    sample_input: Path | None = setting(
+        "", "Example input for one partition (what `cuzk submit` sends without --input).",
+        optional_path,
+    )  # fmt: skip
+    partitions: int = setting(1, "Partitions (independent proofs) per job.", positive_int)
+    priority: str = setting(
+        DEFAULT_PRIORITY, "Default priority: " + ", ".join(PRIORITIES) + ".", choice(PRIORITIES)
+    )
     bundled: bool = False
+
+
+PROOF_KIND_SCHEMA: dict[str, Setting] = settings_of(ProofKindConfig)
+
+
+def _engine_settings_class() -> type[EngineSettings]:
+    # Imported when needed so that importing cuzk.config does not import the engine package.
+    from cuzk.engine.settings import EngineSettings
+
+    return EngineSettings
+
+
+def _sections() -> dict[str, type]:
+    """Section name -> the dataclass declaring its keys, in file order."""
+    return {
+        "server": ServerConfig,
+        "engine": _engine_settings_class(),
+        "telemetry": TelemetryConfig,
+        "journal": JournalConfig,
+    }
+
+
+def schema() -> dict[str, dict[str, Setting]]:
+    """Every fixed section's keys: ``{section: {key: Setting}}``."""
+    return {name: settings_of(cls) for name, cls in _sections().items()}
+
+
+def __getattr__(name: str) -> Any:
+    # SCHEMA (and EngineConfig) name the engine's settings, imported on first use.
+    if name == "SCHEMA":
+        return schema()
+    if name == "EngineConfig":
+        return _engine_settings_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _default_engine() -> EngineSettings:
+    return _engine_settings_class()()
 
 
 @dataclass(frozen=True)
 class Config:
     server: ServerConfig = field(default_factory=ServerConfig)
-    engine: EngineConfig = field(default_factory=EngineConfig)
+    engine: EngineSettings = field(default_factory=_default_engine)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
+    journal: JournalConfig = field(default_factory=JournalConfig)
     proof_kinds: dict[str, ProofKindConfig] = field(default_factory=dict)
     source: Path | None = None  # the TOML file, if any
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able view (paths as strings), for logs and ``cuzk serve --print-config``."""
+        """JSON-able view of every key (paths as strings, secrets redacted), for logs and
+        ``cuzk serve --print-config``."""
+        out: dict[str, Any] = {}
+        for name in _sections():
+            out[name] = _plain(getattr(self, name))
+        out["proof_kinds"] = {
+            name: _plain(k) | {"name": k.name, "bundled": k.bundled}
+            for name, k in self.proof_kinds.items()
+        }
+        out["source"] = str(self.source) if self.source is not None else None
+        return out
 
-        def clean(v: Any) -> Any:
-            if isinstance(v, Path):
-                return str(v)
-            if isinstance(v, dict):
-                return {k: clean(x) for k, x in v.items()}
-            return v
-
-        return clean(asdict(self))
-
-    def engine_settings(self) -> Any:
+    def engine_settings(self) -> EngineSettings:
         """The engine's own ``EngineSettings``, so the engine never depends on config parsing."""
         return engine_settings(self)
 
 
-def default_threads(kind: str, cpus: int | None = None) -> int:
-    """Pool sizes for ``"auto"``: synthesis gets half the CPUs, finalization a quarter (min 2).
+def _plain(obj: Any) -> dict[str, Any]:
+    """The declared keys of a section object as JSON-able values; secrets redacted."""
+    out: dict[str, Any] = {}
+    for key, spec in settings_of(type(obj)).items():
+        value = getattr(obj, key)
+        if spec.secret:
+            value = REDACTED if value else ""
+        elif isinstance(value, Path):
+            value = str(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[key] = value
+    return out
 
-    Synthesis (witness + a/b/c) is the heaviest CPU step; finalization (one G2 MSM and a
-    verify per partition) is lighter, and the GPU phase on the CPU backend needs cores too.
-    """
-    cpus = cpus or os.cpu_count() or 2
-    return max(2, cpus // 2) if kind == "synthesis" else max(2, cpus // 4)
 
+def engine_settings(config: Config) -> EngineSettings:
+    """The engine's settings: the [engine] section plus what the engine needs from the others."""
+    from cuzk.engine.settings import ProofKindSettings
 
-def engine_settings(config: Config) -> Any:
-    """Translate a Config into ``cuzk.engine.settings.EngineSettings``."""
-    import dataclasses
-
-    from cuzk.engine.settings import EngineSettings, ProofKindSettings
-
-    e = config.engine
-    values: dict[str, Any] = {
-        "backend": e.backend,
-        "cuda_devices": list(e.cuda_devices) if e.cuda_devices is not None else None,
-        "gpu_workers_per_device": e.gpu_workers_per_device,
-        "synthesis_threads": e.synthesis_threads or default_threads("synthesis"),
-        "finalizer_threads": e.finalizer_threads or default_threads("finalizer"),
-        "memory_budget_bytes": e.memory_budget_bytes,
-        "memory_safety_margin_bytes": e.memory_safety_margin_bytes,
-        "device_memory_budget_bytes": e.device_memory_budget_bytes,
-        "device_memory_safety_margin_bytes": e.device_memory_safety_margin_bytes,
-        "keys_dir": e.keys_dir,
-        "self_verify": e.self_verify,
-        "metrics_enabled": config.telemetry.metrics,
-        "tracing_enabled": config.telemetry.tracing,
-        "service_name": config.telemetry.service_name,
-        "proof_kinds": {
+    return dataclasses.replace(
+        config.engine,
+        metrics_enabled=config.telemetry.metrics,
+        tracing_enabled=config.telemetry.tracing,
+        service_name=config.telemetry.service_name,
+        proof_kinds={
             name: ProofKindSettings(
                 name=name,
                 partitions=k.partitions,
@@ -399,10 +350,7 @@ def engine_settings(config: Config) -> Any:
             )
             for name, k in config.proof_kinds.items()
         },
-    }
-    # Pass only what this engine version knows (self_verify, for one, may not be a field).
-    known = {f.name for f in dataclasses.fields(EngineSettings)}
-    return EngineSettings(**{k: v for k, v in values.items() if k in known})
+    )
 
 
 # --------------------------------------------------------------------------- loading
@@ -415,6 +363,14 @@ class _Raw:
     origin: str | None = None  # env variable name when the value came from the environment
 
 
+def _unknown(where: str, name: str, known: Iterable[str], what: str = "key") -> str:
+    """``engine.gpu_worker: unknown key; did you mean 'gpu_workers_per_device'? (known: ...)``."""
+    known = list(known)
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{where}: unknown {what}{hint} (known: {', '.join(known)})"
+
+
 def _env_kind_token(name: str) -> str:
     return re.sub(r"[-.]", "_", name).upper()
 
@@ -422,8 +378,19 @@ def _env_kind_token(name: str) -> str:
 def _bundled_kinds() -> list[Any]:
     from cuzk.circuits.registry import bundled_circuits
 
-    found = bundled_circuits()
-    return list(found.values()) if isinstance(found, Mapping) else list(found)
+    return list(bundled_circuits().values())
+
+
+def _split_kind_variable(rest: str, tokens: Iterable[str]) -> tuple[str | None, str]:
+    """``POREP_C2_SAMPLE_INPUT`` -> (``POREP_C2``, ``sample_input``): keys may hold ``_`` too."""
+    for key in sorted(PROOF_KIND_SCHEMA, key=len, reverse=True):
+        suffix = "_" + key.upper()
+        if rest.endswith(suffix) and len(rest) > len(suffix):
+            return rest[: -len(suffix)], key
+    for token in sorted(tokens, key=len, reverse=True):
+        if rest.startswith(token + "_"):
+            return token, rest[len(token) + 1 :].lower()
+    return None, rest.lower()
 
 
 def load_config(
@@ -442,6 +409,8 @@ def load_config(
     Raises ConfigError listing every problem, each naming its key.
     """
     env = os.environ if env is None else env
+    sections = _sections()
+    keys_of = {name: settings_of(cls) for name, cls in sections.items()}
     problems: list[str] = []
     source = Path(path).expanduser().resolve() if path is not None else None
     doc: dict[str, Any] = {}
@@ -458,7 +427,7 @@ def load_config(
     base = source.parent if source is not None else None
 
     # Collect raw values per (section, key), file first, then environment, then overrides.
-    raw: dict[str, dict[str, _Raw]] = {s: {} for s in SCHEMA}
+    raw: dict[str, dict[str, _Raw]] = {s: {} for s in sections}
     kind_raw: dict[str, dict[str, _Raw]] = {}
     for section, table in doc.items():
         if section == "proof_kinds":
@@ -474,27 +443,23 @@ def load_config(
                     continue
                 for key, value in ktable.items():
                     if key not in PROOF_KIND_SCHEMA:
-                        problems.append(
-                            f"proof_kinds.{name}.{key}: unknown key"
-                            f" (known: {', '.join(PROOF_KIND_SCHEMA)})"
-                        )
+                        at = f"proof_kinds.{name}.{key}"
+                        problems.append(_unknown(at, key, PROOF_KIND_SCHEMA))
                         continue
                     kind_raw.setdefault(name, {})[key] = _Raw(value, base)
                 kind_raw.setdefault(name, {})
             continue
-        if section not in SCHEMA:
+        if section not in sections:
             problems.append(
-                f"{section}: unknown section (known: {', '.join([*SCHEMA, 'proof_kinds'])})"
+                _unknown(section, section, [*sections, "proof_kinds"], what="section")
             )
             continue
         if not isinstance(table, dict):
             problems.append(f"{section}: must be a table ([{section}])")
             continue
         for key, value in table.items():
-            if key not in SCHEMA[section]:
-                problems.append(
-                    f"{section}.{key}: unknown key (known: {', '.join(SCHEMA[section])})"
-                )
+            if key not in keys_of[section]:
+                problems.append(_unknown(f"{section}.{key}", key, keys_of[section]))
                 continue
             raw[section][key] = _Raw(value, base)
 
@@ -513,31 +478,27 @@ def load_config(
             continue
         value = env[var]
         if var.startswith(kind_prefix):
-            token, _, key_token = var[len(kind_prefix) :].rpartition("_")
-            key = key_token.lower()
-            if token not in env_tokens:
+            token, key = _split_kind_variable(var[len(kind_prefix) :], env_tokens)
+            if token is None or token not in env_tokens:
                 problems.append(
-                    f"{var}: no proof kind matches {token!r}"
+                    f"{var}: no proof kind matches {token or var[len(kind_prefix) :]!r}"
                     f" (configured: {', '.join(all_kind_names) or 'none'})"
                 )
                 continue
             name = env_tokens[token]
             if key not in PROOF_KIND_SCHEMA:
                 problems.append(
-                    f"{var}: proof_kinds.{name}.{key}: unknown key"
-                    f" (known: {', '.join(PROOF_KIND_SCHEMA)})"
+                    _unknown(f"{var}: proof_kinds.{name}.{key}", key, PROOF_KIND_SCHEMA)
                 )
                 continue
             kind_raw.setdefault(name, {})[key] = _Raw(value, None, var)
             continue
-        for section in SCHEMA:
+        for section in sections:
             prefix = ENV_PREFIX + section.upper() + "_"
             if var.startswith(prefix):
                 key = var[len(prefix) :].lower()
-                if key not in SCHEMA[section]:
-                    problems.append(
-                        f"{var}: {section}.{key}: unknown key (known: {', '.join(SCHEMA[section])})"
-                    )
+                if key not in keys_of[section]:
+                    problems.append(_unknown(f"{var}: {section}.{key}", key, keys_of[section]))
                 else:
                     raw[section][key] = _Raw(value, None, var)
                 break
@@ -545,7 +506,7 @@ def load_config(
 
     for dotted, value in (overrides or {}).items():
         section, _, key = dotted.partition(".")
-        if section not in SCHEMA or key not in SCHEMA[section]:
+        if section not in keys_of or key not in keys_of[section]:
             raise ValueError(f"override for unknown key {dotted!r}")
         if value is not None:
             raw[section][key] = _Raw(value, None, "command line")
@@ -557,15 +518,15 @@ def load_config(
 
     # Parse the fixed sections.
     parsed: dict[str, dict[str, Any]] = {}
-    for section, keys in SCHEMA.items():
+    for section, keys in keys_of.items():
         parsed[section] = {}
         for key, spec in keys.items():
             r = raw[section].get(key)
+            if r is None and spec.env_fallback and env.get(spec.env_fallback):
+                r = _Raw(env[spec.env_fallback], None, spec.env_fallback)
             value = r.value if r is not None else spec.default
-            if callable(value):
-                value = value()
             try:
-                parsed[section][key] = spec.parse(value, r.base if r else None)
+                parsed[section][key] = spec.parse(value, ParseContext(r.base if r else None, env))
             except ValueError as e:
                 problems.append(f"{where(section, key, r)}: {e}")
 
@@ -574,28 +535,30 @@ def load_config(
     for name in all_kind_names:
         b = bundled_by_name.get(name)
         layer = kind_raw.get(name, {})
-        values: dict[str, Any] = {
-            "r1cs": Path(b.r1cs_path) if b else None,
-            "wasm": Path(b.wasm_path) if b else None,
-            "zkey": None,
-            "sample_input": Path(b.sample_input_path)
-            if b and getattr(b, "sample_input_path", None)
-            else None,
-            "partitions": int(b.partitions) if b else PROOF_KIND_SCHEMA["partitions"].default,
-            "priority": str(b.priority) if b else PROOF_KIND_SCHEMA["priority"].default,
-            "enabled": True,
-        }
+        values: dict[str, Any] = {}
+        for key, spec in PROOF_KIND_SCHEMA.items():
+            if spec.default is not REQUIRED:
+                values[key] = spec.parse(spec.default, ParseContext(None, env))
+        if b is not None:
+            values |= {
+                "r1cs": Path(b.r1cs_path),
+                "wasm": Path(b.wasm_path),
+                "partitions": int(b.partitions),
+                "priority": str(b.priority),
+            }
+            if getattr(b, "sample_input_path", None):
+                values["sample_input"] = Path(b.sample_input_path)
         ok = True
         for key, r in layer.items():
             try:
-                values[key] = PROOF_KIND_SCHEMA[key].parse(r.value, r.base)
+                values[key] = PROOF_KIND_SCHEMA[key].parse(r.value, ParseContext(r.base, env))
             except ValueError as e:
                 problems.append(f"{where('proof_kinds', f'{name}.{key}', r)}: {e}")
                 ok = False
         if not ok or not values["enabled"]:
             continue
-        for key in ("r1cs", "wasm"):
-            if values[key] is None:
+        for key, spec in PROOF_KIND_SCHEMA.items():
+            if spec.default is REQUIRED and values.get(key) is None:
                 problems.append(
                     f"proof_kinds.{name}.{key}: required for a proof kind that is not bundled"
                 )
@@ -606,10 +569,8 @@ def load_config(
             for key in ("r1cs", "wasm", "zkey", "sample_input"):
                 p = values[key]
                 if p is not None and not Path(p).is_file():
-                    r = layer.get(key)
-                    at = where("proof_kinds", f"{name}.{key}", r)
+                    at = where("proof_kinds", f"{name}.{key}", layer.get(key))
                     problems.append(f"{at}: no such file: {p}")
-        del values["enabled"]
         kinds[name] = ProofKindConfig(name=name, bundled=b is not None, **values)
 
     if not kinds and not any(p.startswith("proof_kinds") for p in problems):
@@ -617,10 +578,122 @@ def load_config(
     if problems:
         raise ConfigError(problems)
 
-    return Config(
-        server=ServerConfig(**parsed["server"]),
-        engine=EngineConfig(**parsed["engine"]),
-        telemetry=TelemetryConfig(**parsed["telemetry"]),
-        proof_kinds=kinds,
-        source=source,
+    built: dict[str, Any] = {}
+    for section, cls in sections.items():
+        try:
+            built[section] = cls(**parsed[section])
+        except ValueError as e:  # a check across keys in the section's own __post_init__
+            problems.append(f"{section}: {e}")
+    if problems:
+        raise ConfigError(problems)
+    return Config(**built, proof_kinds=kinds, source=source)
+
+
+# --------------------------------------------------------------------------- the documented file
+
+_HEADER = """\
+cuzk configuration: every key, with its default.
+
+GENERATED by `python -m cuzk.config --dump-defaults` from the declarations in cuzk/config.py,
+cuzk/engine/settings.py and cuzk/circuits/registry.py: change those, then regenerate this file
+(a test checks that it is current).
+
+`cuzk serve` runs on these defaults when given no file; `cuzk serve --config FILE` reads a file
+shaped like this one (any key may be left out). Every key can also be set from the environment
+as CUZK_<SECTION>_<KEY>, which wins over the file:
+
+  CUZK_SERVER_LISTEN=0.0.0.0:9820  CUZK_ENGINE_BACKEND=cuda  CUZK_TELEMETRY_TRACING=false
+
+Byte sizes are integers or strings such as "8GiB", "512MiB" or "2GB" (KiB/MiB/GiB/TiB and
+bare K/M/G/T are powers of 1024; kB/MB/GB/TB powers of 1000). Booleans from the environment
+are true/false, 1/0, yes/no or on/off. Relative paths are taken from this file's directory.
+Unknown sections and keys are errors, and every error names its key."""
+
+_PROOF_KINDS_INTRO = """\
+Proof kinds. The defaults are the bundled circuits (Poseidon Merkle-inclusion circuits of
+several sizes, structural stand-ins for Filecoin's proofs). A [proof_kinds.<name>] table
+overrides fields of a bundled kind or adds a new one (r1cs and wasm are then required).
+Environment: CUZK_PROOF_KINDS_<NAME>_<KEY> with the name upper-cased and '-' / '.' written as
+'_', e.g. CUZK_PROOF_KINDS_POREP_C2_PARTITIONS=4."""
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"no TOML spelling for {value!r}")
+
+
+def _comment(text: str, width: int = 98) -> list[str]:
+    lines: list[str] = []
+    for paragraph in text.split("\n"):
+        if not paragraph.strip():
+            lines.append("#")
+            continue
+        indent = paragraph[: len(paragraph) - len(paragraph.lstrip())]
+        wrapped = textwrap.wrap(paragraph, width, subsequent_indent=indent, break_long_words=False)
+        lines += [f"# {w}" for w in wrapped]
+    return lines
+
+
+def dump_defaults(bundled: Iterable[Any] | None = None) -> str:
+    """The documented default config file (what ``cuzk/default_config.toml`` holds)."""
+    out = _comment(_HEADER)
+    for section, cls in _sections().items():
+        out += ["", f"[{section}]"]
+        for key, spec in settings_of(cls).items():
+            out += _comment(spec.doc)
+            line = f"{key} = {_toml_value(spec.default)}"
+            # A key whose default comes from a standard variable is shown commented out, so
+            # copying this file does not pin the value.
+            out.append(f"# {line}" if spec.env_fallback else line)
+    out += ["", *_comment(_PROOF_KINDS_INTRO)]
+    kinds = _bundled_kinds() if bundled is None else list(bundled)
+    out += ["#", "# The bundled kinds, with their defaults:"]
+    for b in kinds:
+        out += [
+            "#",
+            f"# [proof_kinds.{b.proof_kind}]",
+            f"# partitions = {_toml_value(int(b.partitions))}",
+            f"# priority = {_toml_value(str(b.priority))}",
+        ]
+    out += ["#", "# Every key of a proof kind, shown for a kind of your own:", "#"]
+    out.append("# [proof_kinds.my-circuit]")
+    for key, spec in PROOF_KIND_SCHEMA.items():
+        shown = spec.example if spec.default is REQUIRED else spec.default
+        out += [f"#   {line[2:]}" for line in _comment(spec.doc, width=94)]
+        out.append(f"# {key} = {_toml_value(shown)}")
+    return "\n".join(out) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m cuzk.config", description="Print the documented default configuration."
     )
+    parser.add_argument(
+        "--dump-defaults", action="store_true", help="print the documented default config file"
+    )
+    parser.add_argument(
+        "--write", type=Path, metavar="FILE", help="with --dump-defaults: write FILE instead"
+    )
+    args = parser.parse_args(argv)
+    if not args.dump_defaults:
+        parser.print_usage(sys.stderr)
+        return 2
+    text = dump_defaults()
+    if args.write:
+        args.write.write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

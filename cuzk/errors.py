@@ -42,5 +42,30 @@ class MemoryRequestTooLarge(CuzkError):
     """A reservation larger than the whole memory budget: it could never be granted."""
 
 
+class PartitionTooLarge(MemoryRequestTooLarge):
+    """One partition's whole need (its proving key plus its working memory) exceeds a budget:
+    no job of that kind could ever run, so it is refused at submit (HTTP 507)."""
+
+    http_status = 507
+
+    def __init__(
+        self, proof_kind: str, budget: str, key_bytes: int, working_bytes: int,
+        budget_bytes: int, exact: bool = True,
+    ) -> None:
+        setting = "engine.memory_budget_bytes" if budget == "host" else \
+            "engine.device_memory_budget_bytes"
+        how = "" if exact else " (estimated before its key was first loaded)"
+        super().__init__(
+            f"a {proof_kind} partition needs {key_bytes + working_bytes} bytes of {budget} "
+            f"memory{how}: proving key {key_bytes} + working memory {working_bytes} bytes, but "
+            f"the whole {budget} memory budget is {budget_bytes} bytes; raise {setting} or use "
+            f"a smaller circuit")
+        self.proof_kind = proof_kind
+        self.budget = budget
+        self.key_bytes = key_bytes
+        self.working_bytes = working_bytes
+        self.budget_bytes = budget_bytes
+
+
 class ProofError(CuzkError):
     """A proof failed self-verification: never returned to a client."""

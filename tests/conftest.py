@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests._tools import require_tool
+from tests._tools import node_bin
 
 ROOT = Path(__file__).resolve().parents[1]
 KEYS_DIR = Path(os.environ.get("CUZK_TEST_KEYS_DIR", ROOT / ".cache" / "keys"))
@@ -21,9 +20,7 @@ KEYS_DIR = Path(os.environ.get("CUZK_TEST_KEYS_DIR", ROOT / ".cache" / "keys"))
 @pytest.fixture(scope="session")
 def snarkjs():
     """Run the pinned snarkjs CLI: ``snarkjs("groth16", "verify", ...)`` -> stdout."""
-    exe = ROOT / "node_modules" / ".bin" / "snarkjs"
-    found = str(exe) if exe.exists() and shutil.which("node") else None
-    exe_path = require_tool("snarkjs", found or "", hint="npm ci in the repository")
+    exe_path = node_bin("snarkjs")
 
     def run(*args: str | Path) -> str:
         proc = subprocess.run(
@@ -82,7 +79,7 @@ SCRIPTED_KINDS = {"porep-c2": (3, "normal"), "winning-post": (1, "critical")}
 def scripted():
     """A started engine over the scripted prover (tiny budget, one synthesis and one finalizer
     thread, two GPU workers): ``(engine, prover, span_exporter)``."""
-    from cuzk.engine.testing import make_test_engine
+    from cuzk.testing import make_test_engine
 
     engine, prover, spans = make_test_engine(
         SCRIPTED_KINDS,

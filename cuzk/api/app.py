@@ -10,7 +10,10 @@ malformed JSON, a body that is not an object, missing/unknown/mistyped fields, t
 of partition inputs, a bad ``?wait``; 404 unknown job id, unknown proof kind (on submit too,
 since the kind names a resource), unknown route; 405 wrong method; 413 body over
 ``server.max_body_bytes`` (refused while reading); 422 inputs the witness generator rejects;
-507 a partition larger than the whole memory budget; 500 anything unexpected.
+507 a partition larger than the whole memory budget; 500 a corrupt server-side file (naming it)
+or anything unexpected. In front of the routes: 401 without the bearer token when one is
+configured (``cuzk.api.auth``), 503 past ``server.max_requests_in_flight`` (``cuzk.api.limits``);
+below them, 408 and closed connections for slow clients (``cuzk.api.server``).
 """
 
 from __future__ import annotations
@@ -21,24 +24,33 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from cuzk import __version__
+from cuzk.api.auth import BearerAuth, resolve_token
+from cuzk.api.limits import InFlightLimit
 from cuzk.api.openapi import openapi_schema
-from cuzk.config import PRIORITIES, Config
-from cuzk.errors import CuzkError, InputError, MemoryRequestTooLarge
+from cuzk.api.openapi_front import document_front_end
+from cuzk.api.signals import OversizeNumber, check_signal_values, parse_json_int
+from cuzk.config import Config
+from cuzk.errors import CuzkError, FormatError, InputError, MemoryRequestTooLarge
+from cuzk.protocol import PRIORITIES, TERMINAL_STATES, CircuitInfo
+from cuzk.telemetry.metrics import EngineMetrics
+
+if TYPE_CHECKING:
+    from cuzk.engine import Engine
 
 log = logging.getLogger("cuzk.api")
 
-TERMINAL_STATES = frozenset({"succeeded", "failed", "cancelled"})
 MAX_WAIT_SECONDS = 300.0
 """Longest ``?wait=`` long-poll accepted; clients wanting longer simply poll again."""
 _WAIT_SLICE_SECONDS = 1.0
@@ -63,10 +75,22 @@ def error_response(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
+def server_file_fault(e: FormatError) -> JSONResponse:
+    """500 naming the server-side file (and section, when known) that is wrong."""
+    body: dict[str, Any] = {"error": f"server-side file fault: {e}", "file": e.path}
+    section = getattr(e, "section", None)
+    if section is not None:
+        body["section"] = section
+    body["problem"] = e.problem
+    return JSONResponse(body, status_code=500)
+
+
 def _json_type(value: object) -> str:
     """JSON's name for a value's type, for messages a client can act on."""
     if value is None:
         return "null"
+    if isinstance(value, OversizeNumber):
+        return "number"
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, (int, float)):
@@ -81,6 +105,8 @@ def _json_type(value: object) -> str:
 
 
 def _describe(value: object) -> str:
+    if isinstance(value, OversizeNumber):
+        return f"a number of {value.digits} digits"
     text = json.dumps(value) if not isinstance(value, (dict, list)) else _json_type(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
@@ -130,7 +156,7 @@ async def read_json_body(request: Request, limit: int) -> Any:
         raise ValueError(f"malformed JSON: {name} is not a JSON value")
 
     try:
-        return json.loads(text, parse_constant=no_constants)
+        return json.loads(text, parse_constant=no_constants, parse_int=parse_json_int)
     except json.JSONDecodeError as e:
         raise ApiError(
             400, f"malformed JSON: {e.msg} at line {e.lineno} column {e.colno}"
@@ -222,26 +248,18 @@ def parse_wait(request: Request) -> float:
 # --------------------------------------------------------------------------- the app
 
 
-def _entry_name(entry: dict[str, Any]) -> str | None:
-    return entry.get("proof_kind", entry.get("name"))
+def create_app(
+    engine: Engine, config: Config | None = None, metrics: EngineMetrics | None = None
+) -> Starlette:
+    """Build the ASGI app over a started engine; the caller owns the engine's lifetime.
 
-
-def _registry(engine: Any) -> Any:
-    """The engine's prometheus registry (each engine has its own, so tests can run several)."""
-    for path in (("registry",), ("metrics", "registry"), ("telemetry", "registry")):
-        obj = engine
-        for attr in path:
-            obj = getattr(obj, attr, None)
-        if obj is not None:
-            return obj
-    from prometheus_client import REGISTRY
-
-    return REGISTRY
-
-
-def create_app(engine: Any, config: Config | None = None) -> Starlette:
-    """Build the ASGI app over a started engine; the caller owns the engine's lifetime."""
+    ``metrics``: the registry ``/metrics`` serves; when ``telemetry.metrics`` is on and none
+    is given, the app subscribes its own to the engine.
+    """
     config = config or Config()
+    if metrics is None and config.telemetry.metrics:
+        metrics = EngineMetrics(engine)
+    engine_metrics = metrics
     body_limit = config.server.max_body_bytes
     long_polls = anyio.CapacityLimiter(_LONG_POLL_THREADS)
 
@@ -259,6 +277,10 @@ def create_app(engine: Any, config: Config | None = None) -> Starlette:
                 return await fn(request)
             except ApiError as e:
                 return error_response(e.status, e.message)
+            except FormatError as e:
+                # Clients never send files: a corrupt key or circuit is the server's fault.
+                log.error("server file fault on %s %s: %s", request.method, request.url.path, e)
+                return server_file_fault(e)
             except InputError as e:
                 return error_response(getattr(e, "http_status", 400), str(e))
             except MemoryRequestTooLarge as e:
@@ -272,11 +294,11 @@ def create_app(engine: Any, config: Config | None = None) -> Starlette:
 
         return wrapped
 
-    def kind_known(kind: str, circuits: list[dict[str, Any]]) -> dict[str, Any]:
+    def kind_known(kind: str, circuits: list[CircuitInfo]) -> CircuitInfo:
         for entry in circuits:
-            if _entry_name(entry) == kind:
+            if entry["proof_kind"] == kind:
                 return entry
-        names = ", ".join(str(_entry_name(c)) for c in circuits) or "none"
+        names = ", ".join(c["proof_kind"] for c in circuits) or "none"
         raise ApiError(404, f"unknown proof kind {kind!r} (available: {names})")
 
     @endpoint
@@ -284,8 +306,9 @@ def create_app(engine: Any, config: Config | None = None) -> Starlette:
         body = await read_json_body(request, body_limit)
         kind, inputs, request_id, priority = parse_submit(body)
         entry = kind_known(kind, await call(engine.circuits))
-        partitions = entry.get("partitions")
-        if isinstance(partitions, int) and len(inputs) != partitions:
+        check_signal_values(inputs)
+        partitions = entry["partitions"]
+        if len(inputs) != partitions:
             raise ApiError(
                 400,
                 f"proof kind {kind!r} takes {partitions} partition input"
@@ -336,11 +359,8 @@ def create_app(engine: Any, config: Config | None = None) -> Starlette:
     async def circuits(request: Request) -> Response:
         return JSONResponse({"circuits": await call(engine.circuits)})
 
-    async def key_entry(kind: str) -> dict[str, Any]:
-        for entry in await call(engine.circuits):
-            if _entry_name(entry) == kind:
-                return entry
-        return {"proof_kind": kind}
+    async def key_entry(kind: str) -> CircuitInfo:
+        return kind_known(kind, await call(engine.circuits))
 
     @endpoint
     async def preload_key(request: Request) -> Response:
@@ -357,6 +377,25 @@ def create_app(engine: Any, config: Config | None = None) -> Starlette:
         return JSONResponse({**await key_entry(kind), **(result or {})})
 
     @endpoint
+    async def verification_key(request: Request) -> Response:
+        kind = request.path_params["proof_kind"]
+        kind_known(kind, await call(engine.circuits))
+        return JSONResponse(await call(engine.verification_key, kind))
+
+    @endpoint
+    async def sample_input(request: Request) -> Response:
+        kind = request.path_params["proof_kind"]
+        kind_known(kind, await call(engine.circuits))
+        configured = config.proof_kinds.get(kind)
+        path = configured.sample_input if configured is not None else None
+        if path is None:
+            raise ApiError(404, f"proof kind {kind!r} has no sample input (sample_input unset)")
+        try:
+            return JSONResponse(json.loads(await call(path.read_text)))
+        except (OSError, ValueError) as e:
+            raise ApiError(500, f"sample input of {kind!r} ({path}) is unreadable: {e}") from None
+
+    @endpoint
     async def pause_workers(request: Request) -> Response:
         await call(engine.pause_workers)
         return JSONResponse({"workers_paused": True})
@@ -368,12 +407,12 @@ def create_app(engine: Any, config: Config | None = None) -> Starlette:
 
     @endpoint
     async def metrics(request: Request) -> Response:
-        if not config.telemetry.metrics:
+        if engine_metrics is None:
             raise ApiError(404, "metrics are disabled (telemetry.metrics = false)")
         from prometheus_client.exposition import choose_encoder
 
         encoder, content_type = choose_encoder(request.headers.get("accept", ""))
-        payload = await call(encoder, _registry(engine))
+        payload = await call(encoder, engine_metrics.registry)
         return Response(payload, media_type=content_type)
 
     async def healthz(request: Request) -> Response:
@@ -382,16 +421,16 @@ def create_app(engine: Any, config: Config | None = None) -> Starlette:
     @endpoint
     async def readyz(request: Request) -> Response:
         # Ready = started and not shutting down (the engine refuses submits otherwise).
-        ready = getattr(engine, "running", None)
-        if ready is None:
-            ready = getattr(engine, "_running", True)
-        if callable(ready):
-            ready = ready()
-        if not ready:
+        if not engine.running:
             return JSONResponse({"status": "not ready"}, status_code=503)
         return JSONResponse({"status": "ready"})
 
-    schema = openapi_schema()
+    token = resolve_token(config.server)
+    schema = document_front_end(
+        openapi_schema(),
+        auth=token is not None,
+        metrics_require_auth=config.server.metrics_require_auth,
+    )
 
     async def openapi(request: Request) -> Response:
         return JSONResponse(schema)
@@ -412,6 +451,8 @@ def create_app(engine: Any, config: Config | None = None) -> Starlette:
         Route("/v1/proofs/{job_id}", cancel_proof, methods=["DELETE"]),
         Route("/v1/status", status, methods=["GET"]),
         Route("/v1/circuits", circuits, methods=["GET"]),
+        Route("/v1/circuits/{proof_kind}/verification_key", verification_key, methods=["GET"]),
+        Route("/v1/circuits/{proof_kind}/sample_input", sample_input, methods=["GET"]),
         Route("/v1/keys/{proof_kind}/preload", preload_key, methods=["POST"]),
         Route("/v1/keys/{proof_kind}", evict_key, methods=["DELETE"]),
         Route("/v1/workers/pause", pause_workers, methods=["POST"]),
@@ -421,7 +462,25 @@ def create_app(engine: Any, config: Config | None = None) -> Starlette:
         Route("/readyz", readyz, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
     ]
-    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error})
+    middleware = [Middleware(InFlightLimit, limit=config.server.max_requests_in_flight)]
+    if token is not None:
+        middleware.append(
+            Middleware(
+                BearerAuth, token=token, metrics_require_auth=config.server.metrics_require_auth
+            )
+        )
+
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        # Outside the endpoints' own mapping (a probe, the schema): still JSON, never text.
+        log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
+        return error_response(500, f"internal error: {type(exc).__name__}")
+
+    app = Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={HTTPException: http_error, Exception: unexpected},
+    )
     app.state.engine = engine
     app.state.config = config
+    app.state.metrics = engine_metrics
     return app

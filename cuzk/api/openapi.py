@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from cuzk import __version__
-from cuzk.config import PRIORITIES
+from cuzk.protocol import PRIORITIES
 
 JOB_STATES = ["queued", "running", "succeeded", "failed", "cancelled"]
 PARTITION_PHASES = [
@@ -136,6 +136,28 @@ _SCHEMAS: dict[str, Any] = {
         "required": ["circuits"],
         "properties": {"circuits": {"type": "array", "items": _ref("Circuit")}},
     },
+    "VerificationKey": {
+        "type": "object",
+        "description": "snarkjs's verification_key.json (what `snarkjs zkey export"
+        " verificationkey` writes, vk_alphabeta_12 included), for `snarkjs groth16 verify`.",
+        "required": [
+            "protocol",
+            "curve",
+            "nPublic",
+            "vk_alpha_1",
+            "vk_beta_2",
+            "vk_gamma_2",
+            "vk_delta_2",
+            "vk_alphabeta_12",
+            "IC",
+        ],
+        "additionalProperties": True,
+        "properties": {
+            "protocol": {"const": "groth16"},
+            "curve": {"type": "string", "examples": ["bls12381"]},
+            "nPublic": {"type": "integer", "minimum": 0},
+        },
+    },
     "WorkersPaused": {
         "type": "object",
         "required": ["workers_paused"],
@@ -242,6 +264,33 @@ def openapi_schema() -> dict[str, Any]:
                     "responses": {"200": _json(_ref("Circuits"), "The proof kinds.")},
                 }
             },
+            "/v1/circuits/{proof_kind}/verification_key": {
+                "parameters": [_KIND_PARAM],
+                "get": {
+                    "operationId": "getVerificationKey",
+                    "summary": "The verification key of the proving key the server proves"
+                    " this kind with",
+                    "responses": {
+                        "200": _json(_ref("VerificationKey"), "snarkjs verification_key.json."),
+                        "404": _error("Unknown proof kind."),
+                        "500": _error(
+                            "The kind's proving key is corrupt or for another circuit"
+                            " (the body names the file and the section)."
+                        ),
+                    },
+                },
+            },
+            "/v1/circuits/{proof_kind}/sample_input": {
+                "parameters": [_KIND_PARAM],
+                "get": {
+                    "operationId": "getSampleInput",
+                    "summary": "The kind's example input for one partition (sample_input)",
+                    "responses": {
+                        "200": _json({"type": "object"}, "Input signals for one partition."),
+                        "404": _error("Unknown proof kind, or it has no sample input."),
+                    },
+                },
+            },
             "/v1/keys/{proof_kind}/preload": {
                 "parameters": [_KIND_PARAM],
                 "post": {
@@ -250,6 +299,10 @@ def openapi_schema() -> dict[str, Any]:
                     "responses": {
                         "200": _json(_ref("Circuit"), "The proof kind, key resident."),
                         "404": _error("Unknown proof kind."),
+                        "500": _error(
+                            "The kind's proving key is corrupt or for another circuit"
+                            " (the body names the file and the section)."
+                        ),
                     },
                 },
             },

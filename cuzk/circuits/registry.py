@@ -50,7 +50,9 @@ class BundledCircuit:
         return self.directory / "circuit.inputs.json"
 
 
-# proof kind -> (partitions, priority, params, description); ordered smallest circuit first.
+# The bundled proof kinds and their defaults, written only here (the engine's default_proof_kinds
+# and the config's [proof_kinds] defaults read them): proof kind -> (partitions per job,
+# default priority, circuit parameters, description); ordered smallest circuit first.
 _KINDS: dict[str, tuple[int, str, CircuitParams, str]] = {
     "winning-post": (
         1,
@@ -81,11 +83,11 @@ _KINDS: dict[str, tuple[int, str, CircuitParams, str]] = {
 }
 
 
-def bundled_circuits() -> dict[str, BundledCircuit]:
-    """All bundled circuits by proof kind (smallest first)."""
+def bundled_circuits(data_dir: Path | None = None) -> dict[str, BundledCircuit]:
+    """All bundled circuits by proof kind (smallest first); ``data_dir`` replaces ``DATA_DIR``."""
     out = {}
     for kind, (partitions, priority, params, description) in _KINDS.items():
-        d = DATA_DIR / kind
+        d = (data_dir or DATA_DIR) / kind
         out[kind] = BundledCircuit(
             proof_kind=kind,
             r1cs_path=d / "circuit.r1cs",

@@ -58,10 +58,13 @@ def register(subparsers: Any) -> None:
     pe.add_argument("--scale", type=float, default=1.0, help="scripted step-time multiplier")
     pe.add_argument("--json", type=Path, help="also write the figures as JSON here")
     pe.set_defaults(func=run_engine)
+    from cuzk.cli.bench_soak import register as register_soak
+
+    register_soak(sub)
 
 
 def run_engine(args: argparse.Namespace) -> int:
-    from cuzk.engine.bench import run_engine_bench
+    from cuzk.cli.bench_engine import run_engine_bench
 
     figures = run_engine_bench(
         prover=args.prover, jobs=args.jobs, repeats=args.repeats, seed=args.seed, scale=args.scale

@@ -1,4 +1,8 @@
-"""``cuzk prove``: one proof locally, without a server (bundled kind or explicit files)."""
+"""``cuzk prove``: one proof locally, without a server (a proof kind or explicit files).
+
+The arguments are checked completely (files exist, inputs parse, the backend is usable) before
+any long work: generating a development key, loading the key, computing the witness.
+"""
 
 from __future__ import annotations
 
@@ -8,55 +12,107 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cuzk.cli._local import add_circuit_args, resolve
+from cuzk.cli._local import UsageError, add_circuit_args, pick, zkey_for
 from cuzk.cli._progress import stage_progress
 from cuzk.errors import CuzkError
-from cuzk.prover.circuit import Circuit
-from cuzk.prover.cpu_backend import CpuBackend
-from cuzk.prover.keys import ProvingKey
-from cuzk.prover.session import prove_timed
+
+BACKENDS = ("auto", "cpu", "cuda")
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "prove", help="prove one partition locally and write proof.json / public.json"
+        "prove",
+        help="prove one partition locally and write proof.json / public.json",
+        description="Prove one partition without a server: a proof kind (bundled, or from"
+        " --config), or a circuit given as --r1cs with --wasm. The witness is computed from"
+        " --input, or read from --wtns (made by any generator: snarkjs, circom's C++ one).",
     )
     add_circuit_args(p)
-    p.add_argument("--input", type=Path, help="input JSON (default: the bundled sample input)")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument(
+        "--input", type=Path, help="input JSON (default: the proof kind's sample input)"
+    )
+    src.add_argument(
+        "--wtns", type=Path, help="a ready witness (.wtns) instead of --input; needs no --wasm"
+    )
+    p.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="auto",
+        help="compute backend for the NTT and MSMs: auto = CUDA when usable, else CPU"
+        " (default: %(default)s)",
+    )
     p.add_argument(
         "--out", type=Path, default=Path("."), help="directory for proof.json and public.json"
     )
     p.set_defaults(func=run)
 
 
+def _backend(name: str):
+    """The compute backend, refused at once when CUDA is asked for and not there."""
+    from cuzk.prover.cuda_backend import cuda_device_count
+
+    if name == "cpu" or (name == "auto" and cuda_device_count() == 0):
+        from cuzk.prover.cpu_backend import CpuBackend
+
+        return CpuBackend()
+    if cuda_device_count() == 0:
+        raise UsageError("--backend cuda: no usable CUDA device")
+    from cuzk.prover.cuda_backend import CudaBackend
+
+    return CudaBackend(0)
+
+
 def run(args: argparse.Namespace) -> int:
     try:
-        with stage_progress("keygen") as tick:
-            name, r1cs, wasm, zkey, sample = resolve(args, tick)
-        if wasm is None:
-            print("cuzk prove: --r1cs needs --wasm", file=sys.stderr)
-            return 2
-        input_path = args.input or sample
-        if input_path is None:
-            print("cuzk prove: --input is required with --r1cs", file=sys.stderr)
-            return 2
-        try:
-            inputs = json.loads(Path(input_path).read_text())
-        except (OSError, json.JSONDecodeError) as e:
-            print(f"cuzk prove: {input_path}: {e}", file=sys.stderr)
-            return 2
-        key = ProvingKey.load(zkey)
-        circuit = Circuit.load(r1cs, wasm, name)
-        circuit.check_key(key)
-        proof, times = prove_timed(key, circuit, inputs, CpuBackend())
+        return _run(args)
     except CuzkError as e:
         print(f"cuzk prove: {e}", file=sys.stderr)
         return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    from cuzk.formats.wtns import read_wtns
+    from cuzk.prover.circuit import Circuit
+    from cuzk.prover.keys import ProvingKey
+    from cuzk.prover.session import prove_timed
+
+    # 1. Everything about the arguments, cheap and before anything long.
+    c = pick(args, need_wasm=args.wtns is None)
+    inputs: dict = {}
+    if args.wtns is not None:
+        if not args.wtns.is_file():
+            raise UsageError(f"--wtns {args.wtns}: no such file")
+        witness_file = read_wtns(args.wtns)
+    else:
+        input_path = args.input or c.sample_input
+        if input_path is None:
+            raise UsageError(f"--input FILE (or --wtns FILE) is required: {c.name} has no sample")
+        try:
+            inputs = json.loads(Path(input_path).read_text())
+        except OSError as e:
+            raise UsageError(f"{input_path}: {e.strerror}") from None
+        except json.JSONDecodeError as e:
+            raise UsageError(f"{input_path}: not JSON: {e.msg} at line {e.lineno}") from None
+        if not isinstance(inputs, dict):
+            raise UsageError(f"{input_path}: expected one JSON object of signal names to values")
+    backend = _backend(args.backend)
+    circuit = Circuit.load(c.r1cs, c.wasm if args.wtns is None else None, c.name)
+    witness = circuit.check_witness(witness_file, args.wtns) if args.wtns is not None else None
+
+    # 2. The long work: a development key if none is given, loading and checking the key.
+    with stage_progress("keygen") as tick:
+        zkey = zkey_for(c, tick)
+    key = ProvingKey.load(zkey)
+    circuit.check_key(key)
+    proof, times = prove_timed(key, circuit, inputs, backend, witness=witness)
+
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "proof.json").write_text(json.dumps(proof.proof, indent=1) + "\n")
     (args.out / "public.json").write_text(json.dumps(proof.public, indent=1) + "\n")
     print(
-        f"{name}: proof verified={proof.verified} synthesize={times.synthesize_s * 1e3:.0f}ms "
+        f"{c.name}: proof verified={proof.verified} backend={backend.name} "
+        f"synthesize={times.synthesize_s * 1e3:.0f}ms "
         f"gpu_phase={times.gpu_phase_s * 1e3:.0f}ms finalize={times.finalize_s * 1e3:.0f}ms "
         f"-> {args.out / 'proof.json'}"
     )

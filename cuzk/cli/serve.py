@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ipaddress
 import json
 import logging
 import os
@@ -15,6 +16,7 @@ from typing import Any
 
 import uvicorn
 
+from cuzk.api.server import uvicorn_config
 from cuzk.config import Config, ConfigError, load_config
 
 log = logging.getLogger("cuzk.serve")
@@ -52,39 +54,119 @@ def load(args: argparse.Namespace) -> Config:
 def run(args: argparse.Namespace) -> int:
     try:
         config = load(args)
+        if not args.print_config:
+            check_exposure(config)
     except ConfigError as e:
         print(f"cuzk serve: {e}", file=sys.stderr)
         return 2
     if args.print_config:
-        print(json.dumps(config.to_dict(), indent=2))
+        shown = config.to_dict()
+        if shown["server"].get("auth_token"):
+            shown["server"]["auth_token"] = "<redacted>"
+        print(json.dumps(shown, indent=2))
         return 0
-    serve(config)
+    try:
+        serve(config)
+    except BrokenKey as e:
+        print(f"cuzk serve: refusing to start: {e}", file=sys.stderr)
+        return 2
     return 0
+
+
+class BrokenKey(Exception):
+    """A configured proving key failed its check at start."""
+
+
+def check_configured_keys(engine: Any, config: Config) -> None:
+    """Load every configured zkey now and check it against its circuit (curve, sizes, every
+    point, the coefficients); it stays resident. A broken key stops the server before it
+    accepts jobs it could never prove. Development keys (no zkey configured) are checked when
+    first loaded."""
+    from cuzk.errors import CuzkError
+
+    for name, kind in config.proof_kinds.items():
+        if kind.zkey is None:
+            continue
+        log.info("checking the proving key of %s: %s", name, kind.zkey)
+        try:
+            engine.preload(name)
+        except CuzkError as e:
+            text = str(e)
+            raise BrokenKey(text if name in text else f"proof kind {name}: {text}") from None
+
+
+def is_loopback(host: str) -> bool:
+    """Only addresses that cannot be reached from another machine count; a host name other than
+    localhost might resolve to anything, so it does not."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(config: Config) -> str | None:
+    """Refuse (ConfigError) a non-loopback listen without a token unless explicitly allowed;
+    returns the token (None: authentication off). Reads the token file, so a bad one fails here."""
+    from cuzk.api.auth import resolve_token
+
+    token = resolve_token(config.server)
+    if (
+        token is None
+        and not is_loopback(config.server.host)
+        and not (config.server.allow_unauthenticated)
+    ):
+        raise ConfigError(
+            [
+                f"server.listen: {config.server.listen} is reachable from other machines and no"
+                " token is set: anyone who can reach it could submit, cancel and evict. Set"
+                " server.auth_token or server.auth_token_file (CUZK_SERVER_AUTH_TOKEN[_FILE]),"
+                " or set server.allow_unauthenticated = true to serve it without authentication"
+            ]
+        )
+    return token
+
+
+def _auth_banner(config: Config, token: str | None) -> str:
+    s = config.server
+    if token is not None:
+        open_paths = "/healthz, /readyz" + ("" if s.metrics_require_auth else ", /metrics")
+        return f"authentication: bearer token required on every route but {open_paths}"
+    if is_loopback(s.host):
+        return "authentication: OFF (loopback listen; set server.auth_token to require one)"
+    return (
+        "authentication: OFF on a non-loopback address because server.allow_unauthenticated"
+        " = true: anyone who can reach this port can submit, cancel and evict"
+    )
 
 
 def serve(config: Config) -> None:
     """Start the engine, serve until SIGINT/SIGTERM, then shut the engine down."""
     from cuzk.api.app import create_app
     from cuzk.engine import Engine
+    from cuzk.telemetry.metrics import EngineMetrics
+    from cuzk.telemetry.tracing import build_tracer_provider
 
     logging.getLogger("cuzk").setLevel(logging.INFO)
     if config.telemetry.otlp_endpoint and not os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
         # The tracing setup reads the standard variables; the config key is another way in.
         os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = config.telemetry.otlp_endpoint
 
-    engine = Engine(config.engine_settings())
+    token = check_exposure(config)
+    banner = _auth_banner(config, token)
+    (log.warning if token is None and not is_loopback(config.server.host) else log.info)(banner)
+    settings = config.engine_settings()
+    # The application owns the OpenTelemetry SDK and the metrics; the engine speaks the API.
+    provider = build_tracer_provider(settings.service_name) if settings.tracing_enabled else None
+    engine = Engine(settings, tracer_provider=provider)
+    metrics = EngineMetrics(engine) if config.telemetry.metrics else None
     engine.start()
     try:
-        app = create_app(engine, config)
+        check_configured_keys(engine, config)
+        app = create_app(engine, config, metrics=metrics)
         server = _Server(
-            uvicorn.Config(
-                app,
-                host=config.server.host,
-                port=config.server.port,
-                lifespan="off",
-                access_log=False,
-                timeout_graceful_shutdown=5,
-            ),
+            uvicorn_config(app, config),
             config,
             backend=str(getattr(engine.prover, "name", config.engine.backend)),
         )
@@ -95,6 +177,8 @@ def serve(config: Config) -> None:
     finally:
         log.info("shutting down the engine")
         engine.shutdown(timeout=30)
+        if provider is not None:
+            provider.shutdown()  # flushes the spans still batched for export
 
 
 class _Stop(Exception):

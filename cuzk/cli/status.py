@@ -24,9 +24,16 @@ from rich.text import Text
 
 from cuzk import __version__
 from cuzk.cli._http import CliError, add_server_argument, make_client, request
+from cuzk.protocol import ACTIVE_PHASES
 
-ACTIVE_PHASES = ("waiting_memory", "synthesizing", "queued_gpu", "proving", "finalizing")
-PHASE_HEADERS = ("mem wait", "synth", "gpu queue", "proving", "finalize")
+PHASE_HEADERS = {
+    "queued_synthesis": "synth queue",
+    "waiting_memory": "mem wait",
+    "synthesizing": "synth",
+    "queued_gpu": "gpu queue",
+    "proving": "proving",
+    "finalizing": "finalize",
+}
 TERMINAL_STATES = ("succeeded", "failed", "cancelled")
 MAX_JOB_ROWS = 12
 STATE_STYLE = {
@@ -59,7 +66,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     console = Console()
-    with make_client(args.server, timeout=10.0) as client:
+    with make_client(args.server, timeout=10.0, token_file=args.token_file) as client:
         try:
             if args.json:
                 print(json.dumps(request(client, "GET", "/v1/status"), indent=2))
@@ -247,8 +254,8 @@ def _phases_table(snapshot: dict) -> Table:
     kinds = sorted({k for k, phase in counts if phase in ACTIVE_PHASES})
     t = Table(title="Partitions by phase", box=box.SIMPLE_HEAD, title_justify="left")
     t.add_column("proof kind")
-    for header in PHASE_HEADERS:
-        t.add_column(header, justify="right")
+    for phase in ACTIVE_PHASES:
+        t.add_column(PHASE_HEADERS[phase], justify="right")
     t.add_column("total", justify="right")
     totals = [0] * len(ACTIVE_PHASES)
     for kind in kinds:

@@ -20,7 +20,7 @@ from rich.progress import (
 )
 
 from cuzk.cli._http import CliError, add_server_argument, make_client, request
-from cuzk.config import PRIORITIES
+from cuzk.protocol import PRIORITIES
 
 TERMINAL_STATES = ("succeeded", "failed", "cancelled")
 POLL_WAIT_SECONDS = 0.5
@@ -64,7 +64,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
-    with make_client(args.server) as client:
+    with make_client(args.server, token_file=args.token_file) as client:
         try:
             return submit(client, args, console=console, out=sys.stdout)
         except CliError as e:
@@ -81,8 +81,20 @@ def _kind_entry(client: httpx.Client, kind: str) -> dict[str, Any]:
     raise CliError(f"the server has no proof kind {kind!r} (available: {names})")
 
 
-def _sample_input(kind: str) -> dict[str, Any]:
-    """The bundled circuit's example input, for trying the server without writing inputs."""
+def _sample_input(client: httpx.Client, kind: str) -> dict[str, Any]:
+    """The kind's example input: the server's (its config's ``sample_input``), else the bundled
+    circuit's, for trying the server without writing inputs."""
+    try:
+        response = client.get(f"/v1/circuits/{kind}/sample_input")
+    except httpx.HTTPError:
+        response = None
+    if response is not None and response.status_code == 200:
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            return data
     from cuzk.circuits.registry import bundled_circuits
 
     found = bundled_circuits()
@@ -90,7 +102,8 @@ def _sample_input(kind: str) -> dict[str, Any]:
         if c.proof_kind == kind and getattr(c, "sample_input_path", None):
             return _read_json(Path(c.sample_input_path))
     raise CliError(
-        f"{kind!r} is not a bundled proof kind, so there is no sample input; pass --input FILE"
+        f"proof kind {kind!r} has no sample input (set sample_input in its [proof_kinds.{kind}]"
+        " table); pass --input FILE"
     )
 
 
@@ -103,8 +116,15 @@ def _read_json(path: Path) -> Any:
         raise CliError(f"{path}: not valid JSON: {e.msg} at line {e.lineno}") from None
 
 
-def build_inputs(kind: str, partitions: int, input_path: str | None) -> list[dict[str, Any]]:
-    data = _read_json(Path(input_path)) if input_path else _sample_input(kind)
+def build_inputs(
+    kind: str, partitions: int, input_path: str | None, client: httpx.Client | None = None
+) -> list[dict[str, Any]]:
+    if input_path:
+        data = _read_json(Path(input_path))
+    elif client is not None:
+        data = _sample_input(client, kind)
+    else:
+        raise CliError(f"pass --input FILE for {kind!r}")
     if isinstance(data, dict):
         return [data] * partitions
     if isinstance(data, list) and all(isinstance(x, dict) for x in data):
@@ -145,7 +165,7 @@ def submit(
     out = out or sys.stdout
     entry = _kind_entry(client, args.proof_kind)
     partitions = int(entry.get("partitions") or 1)
-    inputs = build_inputs(args.proof_kind, partitions, args.input)
+    inputs = build_inputs(args.proof_kind, partitions, args.input, client)
     body: dict[str, Any] = {"proof_kind": args.proof_kind, "inputs": inputs}
     if args.request_id:
         body["request_id"] = args.request_id

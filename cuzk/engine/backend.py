@@ -91,3 +91,5 @@ class ProverBackend(Protocol):
 
     # Optional: ``check_inputs(proof_kind, inputs)`` raising cuzk.errors.WitnessError, called by
     # submit before anything changes so bad inputs are refused rather than failing a job later.
+    # Optional: ``device_pci_bus_id(device) -> str | None``, the PCI bus id of a CUDA device, so
+    # telemetry can find that device in NVML (whose numbering differs from CUDA's).

@@ -1,8 +1,10 @@
 """The engine facade the API and CLI call (docs/interfaces.md, "Engine").
 
 It validates requests before anything changes, keeps the job table (idempotent on
-``request_id``), owns the telemetry (its own Prometheus registry and span book) and wires
-the pipeline. Every read (status, metrics) is computed from open leases and scopes.
+``request_id``) and wires the pipeline. It reports through two doors only (docs/design.md
+section 5): typed events to subscribers (``subscribe``) and one immutable snapshot computed
+from open leases, scopes and reservations when asked (``snapshot``). It speaks the
+OpenTelemetry API only; metrics and the SDK belong to the application (``cuzk.telemetry``).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -19,14 +22,27 @@ from opentelemetry import trace
 from cuzk import __version__
 from cuzk.engine.backend import ProverBackend
 from cuzk.engine.counters import Counters
-from cuzk.engine.jobs import ACTIVE_PHASES, JOB_OUTCOMES, Job, Partition
+from cuzk.engine.events import (
+    EventBus,
+    JobAccepted,
+    KeyEvicted,
+    PartitionPhaseEnded,
+    Subscriber,
+    Subscription,
+    WorkersPaused,
+)
+from cuzk.engine.jobs import Job, Partition
 from cuzk.engine.keys import KeyResidency
 from cuzk.engine.memory import MemoryBudget, auto_budget
 from cuzk.engine.pipeline import Pipeline
-from cuzk.engine.settings import PRIORITY_RANK, EngineSettings
+from cuzk.engine.settings import EngineSettings
+from cuzk.engine.snapshot import BudgetView, EngineSnapshot, JobView, KeyView, WaiterView
+from cuzk.engine.spans import SpanBook, extract_context
 from cuzk.errors import CuzkError, InputError, UnknownJob, UnknownProofKind
-from cuzk.telemetry.metrics import EngineMetrics, MetricsSnapshot
-from cuzk.telemetry.tracing import SpanBook, build_tracer_provider, extract_context, trace_id_of
+from cuzk.protocol import ACTIVE_PHASES, JOB_OUTCOMES, PRIORITY_RANK, CircuitInfo
+
+RECENT_JOBS = 50
+"""Finished jobs a status snapshot lists after the unfinished ones (most recent first)."""
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +65,10 @@ def _settings_of(config: Any) -> EngineSettings:
 class Engine:
     """A proving engine. ``Engine(settings, prover=None)``; None means the real prover.
 
-    ``tracer_provider``: spans go there (tests pass one with an in-memory exporter); by default
-    the engine builds one from the ``OTEL_*`` environment and shuts it down with itself.
+    ``tracer_provider``: spans go there (``cuzk serve`` passes the SDK provider it built from
+    the ``OTEL_*`` environment; tests one with an in-memory exporter). Without one the engine
+    uses the OpenTelemetry API's global provider, which records nothing unless an application
+    installed one. ``settings.tracing_enabled = False`` records no spans at all.
     """
 
     def __init__(
@@ -66,12 +84,9 @@ class Engine:
 
             prover = RealProver(s)
         self.prover = prover
-        self._own_provider = False
-        if s.tracing_enabled and tracer_provider is None:
-            tracer_provider = build_tracer_provider(s.service_name)
-            self._own_provider = True
         self.tracer_provider = tracer_provider
         self.spans = SpanBook(tracer_provider, enabled=s.tracing_enabled)
+        self.events = EventBus()
         self.counters = Counters()
         for kind in s.proof_kinds:
             self.counters.ensure("jobs_submitted", kind)
@@ -90,13 +105,13 @@ class Engine:
                 if known:
                     total = max(known - s.device_memory_safety_margin_bytes, known // 2)
             if total:
-                self.device_budgets[device] = MemoryBudget(total, device)
+                # One lock for all budgets: a partition's grant spans host and devices.
+                self.device_budgets[device] = MemoryBudget(total, device, self.host_budget.lock)
         self.keys = KeyResidency(prover, self.host_budget, self.device_budgets)
+        self.keys.on_evicted = self._evicted
 
-        nvml = [int(d.split(":")[1]) for d in prover.devices if d.startswith("cuda:")]
-        self.metrics = EngineMetrics(self._metrics_snapshot, s.metrics_enabled, nvml)
         self.pipeline = Pipeline(
-            s, prover, self.spans, self.metrics, self.counters, self.host_budget,
+            s, prover, self.spans, self.events, self.counters, self.host_budget,
             self.device_budgets, self.keys, self._job_settled)
         for w in self.pipeline.workers:
             for kind in s.proof_kinds:
@@ -110,6 +125,7 @@ class Engine:
         self._seq = itertools.count()
         self._running = False
         self._stopped = False
+        self._started_at: float | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
@@ -118,6 +134,7 @@ class Engine:
             if self._running or self._stopped:
                 return self
             self._running = True
+            self._started_at = time.monotonic()
         self.pipeline.start()
         return self
 
@@ -133,8 +150,16 @@ class Engine:
             self.pipeline.finish_job(job, "cancelled", "engine shut down")
         self.pipeline.stop(timeout)
         self.keys.evict_all()
-        if self._own_provider and self.tracer_provider is not None:
-            self.tracer_provider.shutdown()  # type: ignore[attr-defined]
+
+    @property
+    def running(self) -> bool:
+        """Started and not shut down: accepting jobs (what ``/readyz`` reports)."""
+        with self._lock:
+            return self._running
+
+    def subscribe(self, fn: Subscriber) -> Subscription:
+        """Receive every engine event (``cuzk.engine.events``) from now on."""
+        return self.events.subscribe(fn)
 
     def __enter__(self) -> Engine:
         return self.start()
@@ -174,6 +199,7 @@ class Engine:
                 raise InputError(f"inputs[{i}] must be an object, not {type(item).__name__}")
         if request_id is not None and (not isinstance(request_id, str) or not request_id):
             raise InputError("request_id must be a non-empty string")
+        self._check_memory(proof_kind)
         check = getattr(self.prover, "check_inputs", None)
         if check is not None:  # bad signals are the caller's error (422), not a failed job later
             check(proof_kind, inputs)
@@ -198,8 +224,23 @@ class Engine:
             if request_id is not None:
                 self._by_request[request_id] = job
             self.counters.inc("jobs_submitted", proof_kind)
+            if self.events.active:
+                self.events.publish(JobAccepted(
+                    job.id, proof_kind, priority, request_id, attempt,
+                    tuple(inputs), job.submitted_at, job.trace_id, job.trace_sampled))
             self.pipeline.enqueue(job)
         return job
+
+    def _check_memory(self, proof_kind: str) -> None:
+        """Refuse (PartitionTooLarge, HTTP 507) a kind whose partition can never fit: its key
+        plus its working memory exceed a whole budget. Figures the prover cannot give before
+        loading are checked at admission instead."""
+        try:
+            self.keys.need(proof_kind)
+        except Exception:  # no hint (missing key file, ...): the load will say what is wrong
+            log.debug("no memory figures for %s before loading", proof_kind, exc_info=True)
+            return
+        self.keys.check_fits(proof_kind)
 
     def _create_spans(self, job: Job, inputs: Sequence[Mapping[str, Any]], parent: Any) -> None:
         attrs = {
@@ -212,7 +253,8 @@ class Engine:
         if job.request_id is not None:
             attrs["cuzk.request.id"] = job.request_id
         job.span = self.spans.start("cuzk.job", parent, attrs)
-        job.trace_id = trace_id_of(job.span)
+        job.trace_id = job.span.trace_id
+        job.trace_sampled = job.span.sampled
         for i, item in enumerate(inputs):
             p = Partition(job, i, item, self.spans, self._phase_closed)
             p.span = self.spans.start("cuzk.partition", job.span, {
@@ -224,7 +266,15 @@ class Engine:
             job.partitions.append(p)
 
     def _phase_closed(self, p: Partition, phase: str, seconds: float) -> None:
-        self.metrics.observe_phase(p.job.proof_kind, phase, seconds, p.job.trace_id)
+        if self.events.active:
+            job = p.job
+            self.events.publish(PartitionPhaseEnded(
+                job.id, job.proof_kind, p.index, phase, seconds, job.trace_id,
+                job.trace_sampled))
+
+    def _evicted(self, proof_kind: str, to_make_room: bool) -> None:
+        if self.events.active:
+            self.events.publish(KeyEvicted(proof_kind, to_make_room))
 
     def _job_settled(self, job: Job) -> None:
         """Every partition settled and the job concluded: end its span, retire it."""
@@ -265,15 +315,15 @@ class Engine:
 
     # ---- keys and workers --------------------------------------------------------------------
 
-    def circuits(self) -> list[dict]:
+    def circuits(self) -> list[CircuitInfo]:
         resident = {rk.proof_kind: rk for rk in self.keys.resident()}
-        out = []
+        out: list[CircuitInfo] = []
         for name, kind in self.settings.proof_kinds.items():
             rk = resident.get(name)
             out.append({
                 "proof_kind": name,
                 "partitions": kind.partitions,
-                "priority": kind.priority,
+                "priority": kind.priority,  # type: ignore[typeddict-item]
                 "resident": rk is not None,
                 "sizes": dict(rk.handle.sizes) if rk else None,
                 "key_host_bytes": rk.host_bytes if rk else None,
@@ -287,6 +337,16 @@ class Engine:
         rk = self.keys.preload(proof_kind, kind.priority)
         return {"proof_kind": proof_kind, "resident": True, "host_bytes": rk.host_bytes}
 
+    def verification_key(self, proof_kind: str) -> dict:
+        """The snarkjs-format verification key of the key this engine proves ``proof_kind``
+        with (from the prover backend; a backend without keys raises CuzkError)."""
+        if proof_kind not in self.settings.proof_kinds:
+            raise UnknownProofKind(f"unknown proof kind {proof_kind!r}")
+        export = getattr(self.prover, "verification_key", None)
+        if export is None:
+            raise CuzkError(f"the {type(self.prover).__name__} prover has no verification keys")
+        return export(proof_kind)
+
     def evict(self, proof_kind: str) -> dict:
         if proof_kind not in self.settings.proof_kinds:
             raise UnknownProofKind(f"unknown proof kind {proof_kind!r}")
@@ -294,9 +354,11 @@ class Engine:
 
     def pause_workers(self) -> None:
         self.pipeline.gpu_queue.pause()
+        self.events.publish(WorkersPaused(True))
 
     def resume_workers(self) -> None:
         self.pipeline.gpu_queue.resume()
+        self.events.publish(WorkersPaused(False))
 
     @property
     def workers(self) -> list:
@@ -304,62 +366,103 @@ class Engine:
 
     # ---- reads -------------------------------------------------------------------------------
 
-    def status(self) -> dict:
-        from cuzk.engine.status import build_status
-
-        return build_status(self)
-
-    def _live_jobs(self) -> list[Job]:
-        with self._lock:
-            return list(self._active.values())
-
-    def _metrics_snapshot(self) -> MetricsSnapshot:
+    def snapshot(self, recent_jobs: int = RECENT_JOBS) -> EngineSnapshot:
+        """Everything an operator can ask about, computed now from open leases, scopes and
+        reservations. ``recent_jobs``: finished jobs listed after the unfinished ones."""
         s = self.settings
-        snap = MetricsSnapshot(version=__version__, backend=self.prover.name)
-        for w in self.pipeline.workers:
-            busy, seconds, _ = w.sample()
-            snap.workers.append((w.id, w.device, busy, seconds))
-        snap.worker_partitions = self.counters.get("worker_partitions")  # type: ignore[assignment]
+        now = time.time()
+        with self._lock:
+            live = list(self._active.values())
+            finished = list(reversed(self._finished.values()))[:max(0, recent_jobs)]
+            started = self._started_at
+        paused = self.pipeline.gpu_queue.paused
+        workers = tuple(w.view(paused) for w in self.pipeline.workers)
+        phases: dict[tuple[str, str], int] = {}
+        queued: dict[tuple[str, str], int] = {}
         for name, kind in s.proof_kinds.items():
-            snap.jobs_queued[(name, kind.priority)] = 0
+            queued[(name, kind.priority)] = 0
             for phase in ACTIVE_PHASES:
-                snap.partitions[(name, phase)] = 0
-            snap.resident_keys[(name, "host")] = 0
-            if self.device_budgets:
-                snap.resident_keys[(name, "device")] = 0
-        for job in self._live_jobs():
-            if job.state == "queued":
+                phases[(name, phase)] = 0
+        # One read of the host budget gives its waiters and the partitions among them: the
+        # waiting_memory counts are those partitions, so they agree with the waiters always.
+        host, waiting = _read_budget(self.host_budget)
+        for w in host.waiters:
+            if w.proof_kind is not None:
+                k = (w.proof_kind, "waiting_memory")
+                phases[k] = phases.get(k, 0) + 1
+        live.sort(key=lambda j: j.seq)
+        views: list[JobView] = []
+        for job in live:
+            view = job.view(waiting)
+            views.append(view)
+            if view.state == "queued":
                 key = (job.proof_kind, job.priority)
-                snap.jobs_queued[key] = snap.jobs_queued.get(key, 0) + 1
-            for p in job.partitions:
-                phase = p.phase
-                if phase in ACTIVE_PHASES:
-                    k2 = (job.proof_kind, phase)
-                    snap.partitions[k2] = snap.partitions.get(k2, 0) + 1
-        snap.jobs_submitted = self.counters.get("jobs_submitted")  # type: ignore[assignment]
-        snap.jobs_completed = self.counters.get("jobs_completed")  # type: ignore[assignment]
-        mem = self.host_budget.snapshot()
-        snap.memory_budget = mem["budget_bytes"]
-        snap.memory_reserved = {"proving_key": 0, "partition": 0, **mem["reserved_by_consumer"]}
-        snap.memory_waiters = len(mem["waiters"])
-        snap.evictions = mem["evictions"]
-        for device, budget in self.device_budgets.items():
-            dev = budget.snapshot()
-            snap.device_memory_budget[device] = dev["budget_bytes"]
-            reserved = {"proving_key": 0, "gpu_phase": 0, **dev["reserved_by_consumer"]}
-            for consumer, n in reserved.items():
-                snap.device_memory_reserved[(device, consumer)] = n
-        snap.evicted_bytes = mem["evicted_bytes"]
-        for rk in self.keys.resident():
-            snap.resident_keys[(rk.proof_kind, "host")] = rk.host_bytes
-            if rk.device_bytes:
-                snap.resident_keys[(rk.proof_kind, "device")] = sum(rk.device_bytes.values())
-        return snap
+                queued[key] = queued.get(key, 0) + 1
+            for p in view.partitions:
+                if p.phase in ACTIVE_PHASES and p.phase != "waiting_memory":
+                    k2 = (job.proof_kind, p.phase)
+                    phases[k2] = phases.get(k2, 0) + 1
+        views += [job.view() for job in finished]
+        keys = [KeyView(**k) for k in self.keys.snapshot()]
+        return EngineSnapshot(
+            time=now,
+            uptime_s=0.0 if started is None else time.monotonic() - started,
+            version=__version__,
+            backend=self.prover.name,
+            paused=paused,
+            queues={
+                "pending": len(self.pipeline.pending),
+                "gpu": len(self.pipeline.gpu_queue),
+                "finalize": len(self.pipeline.fin_queue),
+            },
+            workers=workers,
+            jobs=tuple(views),
+            partition_phases=phases,
+            jobs_queued=queued,
+            memory=host,
+            device_memory={d: _read_budget(b)[0] for d, b in self.device_budgets.items()},
+            keys=tuple(keys),
+            jobs_submitted=self.counters.get("jobs_submitted"),  # type: ignore[arg-type]
+            jobs_completed=self.counters.get("jobs_completed"),  # type: ignore[arg-type]
+            worker_partitions=self.counters.get("worker_partitions"),  # type: ignore[arg-type]
+            spans_open=len(self.spans.open_spans()),
+        )
+
+    def status(self) -> dict:
+        """The status snapshot in its wire shape (``cuzk.protocol.StatusInfo``)."""
+        return self.snapshot().to_wire()  # type: ignore[return-value]
 
     def quiescent(self) -> bool:
         """Nothing in flight: no live job, lease, reservation besides keys, or open job span."""
-        if self._live_jobs():
-            return False
+        with self._lock:
+            if self._active:
+                return False
         if any(w.busy for w in self.pipeline.workers):
             return False
         return all(r.consumer == "proving_key" for r in self.host_budget.live())
+
+
+def _read_budget(budget: MemoryBudget) -> tuple[BudgetView, set[int]]:
+    """One locked read of a budget, and the ids of the partitions among its waiters."""
+    snap = budget.snapshot()
+    waiters = []
+    waiting: set[int] = set()
+    for w in snap["waiters"]:
+        tag = w.get("tag")
+        if isinstance(tag, Partition):
+            waiting.add(id(tag))
+            waiters.append(WaiterView(w["consumer"], w["bytes"], w["priority_rank"], tag.job.id,
+                                      tag.index, tag.job.proof_kind))
+        else:
+            waiters.append(WaiterView(w["consumer"], w["bytes"], w["priority_rank"], None, None,
+                                      None))
+    view = BudgetView(
+        name=snap["name"],
+        budget_bytes=snap["budget_bytes"],
+        reserved_bytes=snap["reserved_bytes"],
+        reserved_by_consumer=snap["reserved_by_consumer"],
+        waiters=tuple(waiters),
+        evictions=snap["evictions"],
+        evicted_bytes=snap["evicted_bytes"],
+    )
+    return view, waiting

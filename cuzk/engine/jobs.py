@@ -2,7 +2,8 @@
 
 A partition's phase is the most recently opened scope still open (a handoff opens the next
 scope before closing the current one, so there is never a gap); once no scope is open it is
-the terminal outcome. Nothing stores "the current phase" as a field.
+the terminal outcome. Nothing stores "the current phase" as a field. A scope may be *nested*
+in the one below it (``waiting_memory`` inside ``synthesizing``): its time is not counted twice.
 """
 
 from __future__ import annotations
@@ -10,26 +11,16 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from cuzk.engine.backend import ProofResult
-from cuzk.telemetry.tracing import SpanBook, TrackedSpan
+from cuzk.engine.snapshot import JobView, PartitionView
+from cuzk.engine.spans import SpanBook, TrackedSpan
+from cuzk.protocol import ACTIVE_PHASES, JOB_OUTCOMES, PARTITION_OUTCOMES, JobInfo
 
-PHASES = (
-    "waiting_memory",
-    "synthesizing",
-    "queued_gpu",
-    "proving",
-    "finalizing",
-    "done",
-    "failed",
-    "cancelled",
-)
-ACTIVE_PHASES = PHASES[:5]
-PARTITION_OUTCOMES = ("done", "failed", "cancelled")
-JOB_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
-JOB_OUTCOMES = ("succeeded", "failed", "cancelled")
+QUEUED_PHASES = frozenset({"queued_synthesis", "waiting_memory"})
+"""A job none of whose partitions got further than these has not started (state ``queued``)."""
 
 PhaseListener = Callable[["Partition", str, float], None]
 
@@ -37,15 +28,23 @@ PhaseListener = Callable[["Partition", str, float], None]
 class PhaseScope:
     """One open phase of one partition; closing removes exactly this scope."""
 
-    __slots__ = ("_closed", "partition", "phase", "span", "started")
+    __slots__ = ("_closed", "nested_s", "parent", "partition", "phase", "span", "started")
 
     # ``span`` may be attached after opening (the finalize span starts when a finalizer
     # thread takes the partition, but the phase starts at the GPU hand-off).
 
-    def __init__(self, partition: Partition, phase: str, span: TrackedSpan | None) -> None:
+    def __init__(
+        self,
+        partition: Partition,
+        phase: str,
+        span: TrackedSpan | None,
+        parent: PhaseScope | None = None,
+    ) -> None:
         self.partition = partition
         self.phase = phase
         self.span = span
+        self.parent = parent  # the scope this one is nested in, if any
+        self.nested_s = 0.0  # time spent in scopes nested in this one (closed ones)
         self.started = time.monotonic()
         self._closed = False
 
@@ -98,11 +97,15 @@ class Partition:
     def _lock(self) -> threading.RLock:
         return self.job._lock
 
-    def open_phase(self, phase: str, span: TrackedSpan | None = None) -> PhaseScope:
+    def open_phase(
+        self, phase: str, span: TrackedSpan | None = None, nested: bool = False
+    ) -> PhaseScope:
+        """Open a phase scope; ``nested`` makes it a sub-phase of the scope open on top now."""
         if phase not in ACTIVE_PHASES:
             raise ValueError(f"not an active phase: {phase}")
-        scope = PhaseScope(self, phase, span)
         with self._lock:
+            parent = self._scopes[-1] if nested and self._scopes else None
+            scope = PhaseScope(self, phase, span, parent)
             self._scopes.append(scope)
         return scope
 
@@ -113,7 +116,10 @@ class Partition:
                 return
             scope._closed = True
             self._scopes.remove(scope)
-            elapsed = now - scope.started
+            total = now - scope.started
+            elapsed = max(0.0, total - scope.nested_s)
+            if scope.parent is not None:
+                scope.parent.nested_s += total
             self._seconds[scope.phase] = self._seconds.get(scope.phase, 0.0) + elapsed
         if scope.span is not None:
             self._spans.end(scope.span, error)
@@ -122,10 +128,25 @@ class Partition:
 
     @property
     def phase(self) -> str:
+        """The phase scope opened last and still open; the outcome once none is."""
         with self._lock:
             if self._scopes:
                 return self._scopes[-1].phase
-            return self.outcome or "waiting_memory"
+            return self.outcome or "queued_synthesis"
+
+    def read_phase(self, memory_waiter: bool) -> str:
+        """The phase for a snapshot that read the memory waiters itself.
+
+        ``waiting_memory`` holds exactly when that read found this partition's reservation
+        waiting (``memory_waiter``); otherwise the scope below the reservation call counts.
+        """
+        if memory_waiter:
+            return "waiting_memory"
+        with self._lock:
+            for scope in reversed(self._scopes):
+                if scope.phase != "waiting_memory":
+                    return scope.phase
+            return self.outcome or "queued_synthesis"
 
     def open_scopes(self) -> list[PhaseScope]:
         with self._lock:
@@ -136,8 +157,13 @@ class Partition:
         now = time.monotonic()
         with self._lock:
             out = dict(self._seconds)
-            for s in self._scopes:
-                out[s.phase] = out.get(s.phase, 0.0) + (now - s.started)
+            inner: dict[int, float] = {}  # in-flight time of open nested scopes, by parent
+            for s in reversed(self._scopes):
+                total = now - s.started
+                own = max(0.0, total - s.nested_s - inner.get(id(s), 0.0))
+                out[s.phase] = out.get(s.phase, 0.0) + own
+                if s.parent is not None:
+                    inner[id(s.parent)] = inner.get(id(s.parent), 0.0) + total
         return {k: round(v * 1000.0, 3) for k, v in out.items()}
 
     def settle(self, outcome: str, error: BaseException | str | None = None) -> bool:
@@ -158,14 +184,10 @@ class Partition:
             self._spans.end(self.span, exc)
         return True
 
-    def to_dict(self) -> dict:
-        return {
-            "index": self.index,
-            "phase": self.phase,
-            "phase_ms": self.phase_ms(),
-            "worker": self.worker_id,
-            "error": self.error,
-        }
+    def view(self, phase: str | None = None) -> PartitionView:
+        return PartitionView(
+            self.index, self.phase if phase is None else phase, self.phase_ms(),
+            self.worker_id, self.error)
 
 
 class Job:
@@ -188,6 +210,7 @@ class Job:
         self.partitions: list[Partition] = []
         self.span: TrackedSpan | None = None
         self.trace_id: str | None = None
+        self.trace_sampled = False  # only a sampled trace id may be an exemplar
         self.submitted_at = time.time()
         self._t0 = time.monotonic()
         self.finished_at: float | None = None
@@ -202,12 +225,7 @@ class Job:
     @property
     def state(self) -> str:
         with self._lock:
-            if self.outcome is not None:
-                return self.outcome
-            for p in self.partitions:
-                if p.phase != "waiting_memory":
-                    return "running"
-            return "queued"
+            return _state(self.outcome, [p.phase for p in self.partitions])
 
     @property
     def terminal(self) -> bool:
@@ -233,28 +251,41 @@ class Job:
     def wait(self, timeout: float | None) -> bool:
         return self._done.wait(timeout)
 
-    def to_dict(self) -> dict:
+    def view(self, memory_waiters: Collection[int] = ()) -> JobView:
+        """This job read now; ``memory_waiters``: ids of partitions whose reservation a
+        snapshot found waiting (see ``Partition.read_phase``)."""
+        with self._lock:
+            outcome, error, finished_at = self.outcome, self.error, self.finished_at
+            parts = [p.view(p.read_phase(id(p) in memory_waiters)) for p in self.partitions]
         proofs = None
-        if self.outcome == "succeeded":
-            proofs = [
-                {"proof": p.proof.proof, "public": p.proof.public}
+        if outcome == "succeeded":
+            proofs = tuple(
+                (p.proof.proof, tuple(p.proof.public))
                 for p in self.partitions
                 if p.proof is not None
-            ]
-        return {
-            "id": self.id,
-            "request_id": self.request_id,
-            "proof_kind": self.proof_kind,
-            "priority": self.priority,
-            "state": self.state,
-            "attempt": self.attempt,
-            "trace_id": self.trace_id,
-            "partitions": [p.to_dict() for p in self.partitions],
-            "proofs": proofs,
-            "error": self.error,
-            "timings": {
-                "submitted_at": self.submitted_at,
-                "finished_at": self.finished_at,
-                "duration_ms": round(self.duration_s() * 1000.0, 3),
-            },
-        }
+            )
+        return JobView(
+            id=self.id,
+            request_id=self.request_id,
+            proof_kind=self.proof_kind,
+            priority=self.priority,
+            state=_state(outcome, [p.phase for p in parts]),
+            attempt=self.attempt,
+            trace_id=self.trace_id,
+            partitions=tuple(parts),
+            proofs=proofs,
+            error=error,
+            submitted_at=self.submitted_at,
+            finished_at=finished_at,
+            duration_s=self.duration_s(),
+        )
+
+    def to_dict(self) -> JobInfo:
+        """The job in its wire shape (``cuzk.protocol.JobInfo``)."""
+        return self.view().to_wire()
+
+
+def _state(outcome: str | None, phases: list[str]) -> str:
+    if outcome is not None:
+        return outcome
+    return "queued" if all(ph in QUEUED_PHASES for ph in phases) else "running"

@@ -1,4 +1,4 @@
-"""GPU workers whose busy state is the set of leases they hold open (design.md section 2).
+"""GPU workers whose busy state is the set of leases they hold open (docs/design.md section 2).
 
 ``with worker.lease(job, partition) as span:`` is the only way a worker becomes busy; leaving
 the block removes that lease and no other. There is no "set idle" anywhere: a finalizer that
@@ -16,7 +16,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from cuzk.engine.jobs import Job, Partition
-from cuzk.telemetry.tracing import SpanBook, TrackedSpan
+from cuzk.engine.snapshot import WorkerView
+from cuzk.engine.spans import SpanBook, TrackedSpan
 
 
 @dataclass
@@ -131,15 +132,23 @@ class GpuWorker:
         with self._lock:
             return self._proven
 
-    def snapshot(self) -> dict:
-        busy, seconds, lease = self.sample()
-        return {
-            "id": self.id,
-            "device": self.device,
-            "state": "proving" if busy else "idle",
-            "job_id": lease.job.id if lease else None,
-            "proof_kind": lease.job.proof_kind if lease else None,
-            "partition": lease.partition.index if lease else None,
-            "busy_seconds": round(seconds, 6),
-            "partitions_proven": self.partitions_proven,
-        }
+    def view(self, paused: bool) -> WorkerView:
+        """This worker read now: busy, current lease and its age, all from one locked read."""
+        with self._lock:
+            now = time.monotonic()
+            lease = self._leases[max(self._leases)] if self._leases else None
+            inflight = 0.0 if self._busy_since is None else now - self._busy_since
+            seconds = self._busy_closed_s + inflight
+            proven = self._proven
+        return WorkerView(
+            id=self.id,
+            device=self.device,
+            busy=lease is not None,
+            paused=paused,
+            job_id=lease.job.id if lease else None,
+            proof_kind=lease.job.proof_kind if lease else None,
+            partition=lease.partition.index if lease else None,
+            busy_seconds=seconds,
+            lease_age_s=now - lease.started if lease else 0.0,
+            partitions_proven=proven,
+        )

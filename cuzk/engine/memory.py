@@ -1,24 +1,42 @@
 """One byte budget shared by every large consumer (design.md section 3).
 
-Rules: a request larger than the whole budget fails at once; waiters are served strictly in
-priority order (class rank, then arrival) so a big critical request is never starved by small
-low ones; before waiting, the head waiter evicts idle evictable reservations (resident keys),
-least recently used first, but only when that makes it fit. Every state change happens under
-one condition variable with ``notify_all``, so a wake-up cannot be lost.
+A budget is a ledger of reservations plus a priority-ordered list of waiters. Rules:
+
+- A request larger than the whole budget fails at once (MemoryRequestTooLarge).
+- Waiters are served strictly in priority order (class rank, then arrival): only the head
+  waiter may be granted, so a big critical request is never starved by small low ones, and
+  nobody behind it is served until it is.
+- The head waiter, when it does not fit, evicts idle evictable holders (resident proving keys
+  nobody has pinned), least recently used first, but only when that makes it fit. Eviction is
+  two steps: a holder is *claimed* under the lock (from then on nobody can pin it) and its bytes
+  are given back only after the holder has really freed its memory (``complete_eviction``,
+  outside the lock), so ``reserved`` never claims memory is free while it is still in use.
+- A waiter's attempt is a function run under the lock when it is the head. A plain
+  ``reserve`` asks for bytes in one budget; key residency's partition admission asks for a
+  whole grant (key + working memory, in several budgets) in one attempt, which is why budgets
+  of one engine may share one lock (``lock=``): every budget the attempt touches is then seen
+  and changed in one atomic step.
+- Every state change happens under that condition with ``notify_all``, so no wake-up is lost.
+
+``on_change`` (tests) is called under the lock after every change of the ledger.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
 
-from cuzk.engine.settings import PRIORITY_RANK
 from cuzk.errors import MemoryRequestTooLarge
+from cuzk.protocol import PRIORITY_RANK
 
 GiB = 1 << 30
+T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class ReservationError(RuntimeError):
@@ -49,35 +67,49 @@ def auto_budget(margin: int, meminfo: str = "/proc/meminfo") -> int:
     return max(total - margin, total // 4)
 
 
+class Evictable(Protocol):
+    """A holder of evictable reservations (a resident proving key), driven under the lock."""
+
+    last_used: float
+
+    def evictable(self) -> bool:
+        """Under the lock: idle (nobody pinned it) and not already going."""
+        ...
+
+    def held_bytes(self) -> Iterable[tuple[MemoryBudget, int]]:
+        """Under the lock: what evicting it would give back, per budget."""
+        ...
+
+    def claim_eviction(self) -> None:
+        """Under the lock: from now on nobody may pin or use it."""
+        ...
+
+    def complete_eviction(self) -> None:
+        """Outside the lock: free the memory, then release the reservations (exactly once)."""
+        ...
+
+
 class Reservation:
     """Bytes held from a budget. Use as a context manager; exiting releases what is left.
 
     ``release(n)`` gives back part (the a/b/c part after the GPU phase); releasing more than is
-    held, or anything after everything was released, raises ReservationError.
+    held, or anything after everything was released, raises ReservationError. ``owner`` is the
+    evictable holder (a resident key) when the budget may evict it.
     """
 
     def __init__(
-        self,
-        budget: MemoryBudget,
-        rid: int,
-        nbytes: int,
-        consumer: str,
-        evictable: bool,
-        on_evict: Callable[[Reservation], None] | None,
-        waited_s: float,
+        self, budget: MemoryBudget, rid: int, nbytes: int, consumer: str,
+        owner: Evictable | None = None, waited_s: float = 0.0,
     ) -> None:
         self.budget = budget
         self.id = rid
         self.consumer = consumer
-        self.evictable = evictable
-        self.on_evict = on_evict
+        self.owner = owner
         self.waited_s = waited_s
         self.granted = nbytes
         self._held = nbytes
         self._closed = False
-        self._pins = 0
-        self.last_used = time.monotonic()
-        self.evicted = False
+        self._evicting = False
 
     @property
     def held(self) -> int:
@@ -87,10 +119,6 @@ class Reservation:
     def closed(self) -> bool:
         return self._closed
 
-    @property
-    def pins(self) -> int:
-        return self._pins
-
     def release(self, nbytes: int | None = None) -> None:
         """Give back ``nbytes`` (default: everything still held)."""
         self.budget._release(self, nbytes)
@@ -99,10 +127,17 @@ class Reservation:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Give back whatever is still held; does nothing once everything is released."""
         self.budget._release_rest(self)
 
     def __repr__(self) -> str:
         return f"Reservation({self.consumer}, held={self._held}, closed={self._closed})"
+
+
+Attempt = Callable[[], tuple[T | None, list[Evictable]]]
 
 
 @dataclass
@@ -111,24 +146,69 @@ class _Waiter:
     seq: int
     nbytes: int
     consumer: str
+    attempt: Attempt[Any]
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def choose_victims(needs: dict[MemoryBudget, int], exclude: object = None) -> list[Evictable]:
+    """Under the (shared) lock: claim idle holders, LRU first, so ``needs`` fit once they are
+    freed; nothing if that would not be enough (or if evictions already under way suffice)."""
+    short = {b: b._reserved - b._freeing + n - b.total for b, n in needs.items()}
+    if all(s <= 0 for s in short.values()):
+        return []  # what is being freed now is enough: wait for it
+    holders: dict[int, Evictable] = {}
+    for b in needs:
+        for r in b._live.values():
+            o = r.owner
+            if o is not None and o is not exclude and not r._evicting and o.evictable():
+                holders.setdefault(id(o), o)
+    ordered = sorted(holders.values(), key=lambda o: o.last_used)
+    could = dict.fromkeys(short, 0)
+    for o in ordered:
+        for b, n in o.held_bytes():
+            if b in could:
+                could[b] += n
+    if any(s > 0 and could[b] < s for b, s in short.items()):
+        return []
+    victims: list[Evictable] = []
+    for o in ordered:
+        if all(s <= 0 for s in short.values()):
+            break
+        frees = list(o.held_bytes())
+        if not any(short.get(b, 0) > 0 and n > 0 for b, n in frees):
+            continue
+        for b, n in frees:
+            if b in short:
+                short[b] -= n
+        victims.append(o)
+    for o in victims:
+        o.claim_eviction()
+    return victims
 
 
 class MemoryBudget:
     """A byte budget with blocking, priority-ordered reservations and LRU eviction."""
 
-    def __init__(self, total_bytes: int, name: str = "host") -> None:
+    def __init__(
+        self, total_bytes: int, name: str = "host", lock: threading.Condition | None = None
+    ) -> None:
         if total_bytes <= 0:
             raise ValueError("a memory budget must be positive")
         self.name = name
         self.total = int(total_bytes)
-        self._cond = threading.Condition(threading.Lock())
+        self._cond = lock if lock is not None else threading.Condition(threading.Lock())
         self._reserved = 0
+        self._freeing = 0  # claimed for eviction, still held until the holder has freed it
         self._live: dict[int, Reservation] = {}
         self._waiters: list[_Waiter] = []
         self._ids = itertools.count(1)
         self.evictions = 0
         self.evicted_bytes = 0
-        self.on_evicted: Callable[[Reservation], None] | None = None
+        self.on_change: Callable[[MemoryBudget], None] | None = None
+
+    @property
+    def lock(self) -> threading.Condition:
+        return self._cond
 
     # ---- acquiring -------------------------------------------------------------------------
 
@@ -138,19 +218,13 @@ class MemoryBudget:
         consumer: str,
         priority: str = "normal",
         timeout: float | None = None,
-        evictable: bool = False,
-        on_evict: Callable[[Reservation], None] | None = None,
-        pinned: bool = False,
         abort: Callable[[], bool] | None = None,
     ) -> Reservation:
         """Block until ``nbytes`` fit (evicting idle keys first), then hold them.
 
-        ``pinned`` grants an evictable reservation already pinned, so nobody can evict it
-        between the grant and the caller's first use. ``abort`` is re-checked on every wake-up
-        (see ``wake``); when true the waiter withdraws with ReservationAborted.
-
-        Raises MemoryRequestTooLarge at once if the request exceeds the budget, TimeoutError if
-        ``timeout`` passes first (the waiter is withdrawn and the others re-examined).
+        ``abort`` is re-checked on every wake-up (see ``wake``); when true the waiter withdraws
+        with ReservationAborted. Raises MemoryRequestTooLarge at once if the request exceeds
+        the budget, TimeoutError if ``timeout`` passes first (the waiter is withdrawn).
         """
         nbytes = int(nbytes)
         if nbytes < 0:
@@ -161,93 +235,95 @@ class MemoryBudget:
                 f"{self.total} bytes; raise the budget or use a smaller circuit"
             )
         start = time.monotonic()
-        deadline = None if timeout is None else start + timeout
-        victims: list[Reservation] = []
+
+        def attempt() -> tuple[Reservation | None, list[Evictable]]:
+            if self._reserved + nbytes <= self.total:
+                return self._grant(nbytes, consumer, None, time.monotonic() - start), []
+            return None, choose_victims({self: nbytes})
+
+        return self.wait_for(attempt, nbytes, consumer, priority, timeout, abort)
+
+    def wait_for(
+        self,
+        attempt: Attempt[T],
+        nbytes: int,
+        consumer: str,
+        priority: str = "normal",
+        timeout: float | None = None,
+        abort: Callable[[], bool] | None = None,
+        detail: dict[str, Any] | None = None,
+    ) -> T:
+        """Queue as a waiter; when head, run ``attempt`` under the lock until it grants.
+
+        ``attempt`` returns (result, []) to grant, (None, victims) after claiming holders to
+        evict (their eviction completes here, outside the lock), or (None, []) to wait for a
+        change. It may raise (MemoryRequestTooLarge) to withdraw. ``nbytes``/``consumer``/
+        ``detail`` describe the waiter in the snapshot.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
         me = _Waiter(PRIORITY_RANK.get(priority, len(PRIORITY_RANK)), next(self._ids), nbytes,
-                     consumer)
+                     consumer, attempt, detail or {})
+        with self._cond:
+            self._waiters.append(me)
+            self._waiters.sort(key=lambda w: (w.rank, w.seq))
         try:
-            with self._cond:
-                self._waiters.append(me)
-                self._waiters.sort(key=lambda w: (w.rank, w.seq))
-                try:
+            while True:
+                victims: list[Evictable] = []
+                with self._cond:
                     while True:
                         if abort is not None and abort():
                             raise ReservationAborted(f"{consumer} stopped waiting for memory")
                         if self._waiters[0] is me:
-                            if self._reserved + nbytes > self.total:
-                                victims.extend(self._evict_for(nbytes))
-                            if self._reserved + nbytes <= self.total:
+                            result, victims = attempt()
+                            if result is not None:
+                                self._withdraw(me)
+                                return result
+                            if victims:
                                 break
                         remaining = None if deadline is None else deadline - time.monotonic()
                         if remaining is not None and remaining <= 0:
                             raise TimeoutError(
-                                f"waited {timeout}s for {nbytes} bytes of {self.name} memory"
-                            )
+                                f"waited {timeout}s for {nbytes} bytes of {self.name} memory")
                         self._cond.wait(remaining)
-                finally:
-                    self._waiters.remove(me)
-                    # The head changed (granted or withdrawn): let the next one look.
-                    self._cond.notify_all()
-                res = Reservation(self, me.seq, nbytes, consumer, evictable, on_evict,
-                                  time.monotonic() - start)
-                res._pins = 1 if pinned else 0
-                self._reserved += nbytes
-                self._live[res.id] = res
-                return res
+                for v in victims:
+                    v.complete_eviction()
         finally:
-            self._run_evict_callbacks(victims)
+            with self._cond:
+                self._withdraw(me)
 
-    def _evict_for(self, nbytes: int) -> list[Reservation]:
-        """Under the lock: evict idle evictable reservations LRU-first, only if enough would go."""
-        idle = sorted(
-            (r for r in self._live.values() if r.evictable and r._pins == 0),
-            key=lambda r: r.last_used,
-        )
-        need = self._reserved + nbytes - self.total
-        if sum(r._held for r in idle) < need:
-            return []
-        victims = []
-        for r in idle:
-            if need <= 0:
-                break
-            need -= r._held
-            self.evictions += 1
-            self.evicted_bytes += r._held
-            r.evicted = True
-            self._drop(r)
-            victims.append(r)
-        return victims
+    def _withdraw(self, me: _Waiter) -> None:
+        """Under the lock: leave the queue; the head changed, so let the next one look."""
+        if me in self._waiters:
+            self._waiters.remove(me)
+            self._cond.notify_all()
 
-    def _run_evict_callbacks(self, victims: list[Reservation]) -> None:
-        for r in victims:
-            if r.on_evict is not None:
-                r.on_evict(r)
-            if self.on_evicted is not None:
-                self.on_evicted(r)
+    def _grant(
+        self, nbytes: int, consumer: str, owner: Evictable | None = None, waited_s: float = 0.0
+    ) -> Reservation:
+        """Under the lock: hold ``nbytes`` now (the caller checked they fit)."""
+        if self._reserved + nbytes > self.total:
+            raise ReservationError(f"granting {nbytes} bytes would overrun the {self.name} budget")
+        res = Reservation(self, next(self._ids), nbytes, consumer, owner, waited_s)
+        self._reserved += nbytes
+        self._live[res.id] = res
+        self._changed()
+        return res
+
+    def try_grow(self, res: Reservation, nbytes: int) -> bool:
+        """Add ``nbytes`` to a live reservation if they fit now; never waits (a holder that
+        learns its true size must not wait while holding: see cuzk.engine.keys)."""
+        with self._cond:
+            if res._closed or self._reserved + nbytes > self.total:
+                return False
+            res._held += nbytes
+            res.granted += nbytes
+            self._reserved += nbytes
+            self._changed()
+            return True
 
     def wake(self) -> None:
         """Make every waiter re-check its abort predicate (after a cancel)."""
         with self._cond:
-            self._cond.notify_all()
-
-    # ---- pinning (resident keys in use cannot be evicted) ----------------------------------
-
-    def pin(self, res: Reservation) -> bool:
-        """Mark a reservation in use; False if it was already evicted or released."""
-        with self._cond:
-            if res._closed:
-                return False
-            res._pins += 1
-            res.last_used = time.monotonic()
-            return True
-
-    def unpin(self, res: Reservation) -> None:
-        with self._cond:
-            if res._pins <= 0:
-                raise ReservationError(f"{res!r} unpinned more often than pinned")
-            res._pins -= 1
-            res.last_used = time.monotonic()
-            # An unpinned key may be what the head waiter needs evicted.
             self._cond.notify_all()
 
     # ---- releasing -------------------------------------------------------------------------
@@ -259,24 +335,55 @@ class MemoryBudget:
             n = res._held if nbytes is None else int(nbytes)
             if n < 0 or n > res._held:
                 raise ReservationError(f"cannot release {n} bytes from {res!r}")
+            if res._evicting and n:
+                raise ReservationError(f"{res!r} is being evicted; only eviction releases it")
             res._held -= n
             self._reserved -= n
             if res._held == 0:
                 res._closed = True
                 self._live.pop(res.id, None)
-            self._cond.notify_all()
+            self._changed()
 
     def _release_rest(self, res: Reservation) -> None:
         with self._cond:
             if not res._closed:
                 self._drop(res)
-                self._cond.notify_all()
+
+    def _mark_evicting(self, res: Reservation) -> None:
+        """Under the lock: the holder was claimed; its bytes are being freed."""
+        if not res._closed and not res._evicting:
+            res._evicting = True
+            self._freeing += res._held
+
+    def _finish_eviction(self, res: Reservation, counted: bool = True) -> None:
+        """The holder has freed the memory: give the bytes back (once). ``counted``: an
+        eviction for room (metrics), not a holder giving itself back."""
+        with self._cond:
+            if res._closed:
+                raise ReservationError(f"{res!r} evicted after it was released")
+            if res._evicting:
+                self._freeing -= res._held
+                res._evicting = False
+            if counted:
+                self.evictions += 1
+                self.evicted_bytes += res._held
+            self._drop(res)
 
     def _drop(self, res: Reservation) -> None:
+        if res._evicting:
+            self._freeing -= res._held
+            res._evicting = False
         self._reserved -= res._held
         res._held = 0
         res._closed = True
         self._live.pop(res.id, None)
+        self._changed()
+
+    def _changed(self) -> None:
+        """Under the lock, after any change: wake waiters, let a test observe the ledger."""
+        self._cond.notify_all()
+        if self.on_change is not None:
+            self.on_change(self)
 
     # ---- reading ---------------------------------------------------------------------------
 
@@ -296,24 +403,25 @@ class MemoryBudget:
 
     def reserved_by_consumer(self) -> dict[str, int]:
         with self._cond:
-            out: dict[str, int] = {}
-            for r in self._live.values():
-                out[r.consumer] = out.get(r.consumer, 0) + r._held
-            return out
+            return self._by_consumer()
+
+    def _by_consumer(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self._live.values():
+            out[r.consumer] = out.get(r.consumer, 0) + r._held
+        return out
 
     def snapshot(self) -> dict:
         with self._cond:
-            by: dict[str, int] = {}
-            for r in self._live.values():
-                by[r.consumer] = by.get(r.consumer, 0) + r._held
             return {
                 "name": self.name,
                 "budget_bytes": self.total,
                 "reserved_bytes": self._reserved,
                 "free_bytes": self.total - self._reserved,
-                "reserved_by_consumer": by,
+                "reserved_by_consumer": self._by_consumer(),
                 "waiters": [
-                    {"consumer": w.consumer, "bytes": w.nbytes, "priority_rank": w.rank}
+                    {"consumer": w.consumer, "bytes": w.nbytes, "priority_rank": w.rank,
+                     **w.detail}
                     for w in self._waiters
                 ],
                 "evictions": self.evictions,

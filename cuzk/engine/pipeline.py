@@ -1,4 +1,4 @@
-"""The partition pipeline of design.md section 2: memory -> synthesis -> GPU -> finalize.
+"""The partition pipeline of docs/design.md section 2: synthesis (memory) -> GPU -> finalize.
 
 Each partition is a work item owned by exactly one place at a time: a queue or the thread
 running its current step. The owner is the only one that releases its resources, so cancel
@@ -6,6 +6,8 @@ and failure never race a running step: queued items are withdrawn from their que
 cleaned up by the canceller; running ones notice the job is over at the next step boundary.
 
 Phase continuity: every hand-off opens the next phase scope before closing the current one.
+What happens is published on the event bus (``cuzk.engine.events``); nothing here knows who
+listens.
 """
 
 from __future__ import annotations
@@ -17,18 +19,24 @@ from typing import Any
 
 from cuzk.engine.backend import ProverBackend
 from cuzk.engine.counters import Counters
+from cuzk.engine.events import (
+    EventBus,
+    JobSettled,
+    MemoryWaited,
+    PartitionFailed,
+    PartitionFinalized,
+)
 from cuzk.engine.jobs import Job, Partition, PhaseScope
-from cuzk.engine.keys import KeyResidency
+from cuzk.engine.keys import PARTITION_CONSUMER, KeyResidency
 from cuzk.engine.leases import GpuWorker
 from cuzk.engine.memory import MemoryBudget, ReservationAborted
 from cuzk.engine.queues import WorkQueue
-from cuzk.engine.settings import PRIORITY_RANK, EngineSettings
-from cuzk.telemetry.metrics import EngineMetrics
-from cuzk.telemetry.tracing import SpanBook
+from cuzk.engine.settings import EngineSettings
+from cuzk.engine.spans import SpanBook
+from cuzk.protocol import PRIORITY_RANK
 
 log = logging.getLogger(__name__)
 
-PARTITION_CONSUMER = "partition"
 GPU_CONSUMER = "gpu_phase"
 
 
@@ -40,10 +48,10 @@ def queue_key(p: Partition) -> tuple[int, int, int]:
 class _Stage:
     """Per-partition bookkeeping the pipeline needs between steps."""
 
-    __slots__ = ("device_reservation", "fin_done", "fin_scope", "queued_scope", "wait_scope")
+    __slots__ = ("device_reservation", "fin_done", "fin_scope", "queued_scope", "synth_scope")
 
     def __init__(self) -> None:
-        self.wait_scope: PhaseScope | None = None
+        self.synth_scope: PhaseScope | None = None  # queued_synthesis
         self.queued_scope: PhaseScope | None = None
         self.fin_scope: PhaseScope | None = None
         self.fin_done: threading.Event | None = None
@@ -56,7 +64,7 @@ class Pipeline:
         settings: EngineSettings,
         prover: ProverBackend,
         spans: SpanBook,
-        metrics: EngineMetrics,
+        bus: EventBus,
         counters: Counters,
         host_budget: MemoryBudget,
         device_budgets: dict[str, MemoryBudget],
@@ -66,7 +74,7 @@ class Pipeline:
         self.settings = settings
         self.prover = prover
         self.spans = spans
-        self.metrics = metrics
+        self.bus = bus
         self.counters = counters
         self.host = host_budget
         self.device_budgets = device_budgets
@@ -123,7 +131,7 @@ class Pipeline:
     def enqueue(self, job: Job) -> None:
         for p in job.partitions:
             st = _Stage()
-            st.wait_scope = p.open_phase("waiting_memory")
+            st.synth_scope = p.open_phase("queued_synthesis")
             with self._stage_lock:
                 self._stage[id(p)] = st
         for p in job.partitions:
@@ -155,15 +163,20 @@ class Pipeline:
         job, st = p.job, self._st(p)
         if job.terminal:
             return self._abandon(p)
+        # From here a synthesis thread holds the partition: key, reservation, witness, a/b/c.
+        scope = p.open_phase("synthesizing")
+        st.synth_scope.close()  # type: ignore[union-attr]
         mem_span = self.spans.start("cuzk.memory.wait", p.span, self._attrs(p))
         try:
-            p.key = self.keys.acquire(job.proof_kind, job.priority)
-            est = p.key.handle.estimate
-            mem_span.set_attribute("cuzk.memory.bytes", est.partition_bytes)
-            p.reservation = self.host.reserve(
-                est.partition_bytes, PARTITION_CONSUMER, job.priority,
-                abort=lambda: job.terminal)
-            self.metrics.observe_memory_wait(PARTITION_CONSUMER, p.reservation.waited_s)
+            # One grant: the key (pinned) and the working memory together, or nothing held
+            # while waiting (cuzk.engine.keys explains why).
+            with p.open_phase("waiting_memory", nested=True):
+                p.key, p.reservation = self.keys.admit(
+                    job.proof_kind, job.priority, abort=lambda: job.terminal, tag=p)
+            mem_span.set_attribute("cuzk.memory.bytes", p.reservation.held)
+            if self.bus.active:
+                self.bus.publish(MemoryWaited(
+                    self.host.name, PARTITION_CONSUMER, p.reservation.waited_s))
         except ReservationAborted:
             self.spans.end(mem_span)
             return self._abandon(p)
@@ -176,9 +189,7 @@ class Pipeline:
                 p.span.set_attribute(f"cuzk.circuit.{name}", value)
         if job.terminal:
             return self._abandon(p)
-        syn_span = self.spans.start("cuzk.synthesis", p.span, self._attrs(p))
-        scope = p.open_phase("synthesizing", syn_span)
-        st.wait_scope.close()  # type: ignore[union-attr]
+        scope.span = self.spans.start("cuzk.synthesis", p.span, self._attrs(p))
         try:
             p.synthesis = self.prover.synthesize(p.key.handle, p.inputs)
         except Exception as exc:
@@ -209,6 +220,9 @@ class Pipeline:
             try:
                 st.device_reservation = budget.reserve(
                     est.device_bytes, GPU_CONSUMER, job.priority, abort=lambda: job.terminal)
+                if self.bus.active:
+                    self.bus.publish(MemoryWaited(
+                        budget.name, GPU_CONSUMER, st.device_reservation.waited_s))
             except ReservationAborted:
                 return self._abandon(p)
             except Exception as exc:
@@ -240,7 +254,7 @@ class Pipeline:
             return
         finally:
             if st.device_reservation is not None:
-                st.device_reservation.budget._release_rest(st.device_reservation)
+                st.device_reservation.close()
                 st.device_reservation = None
         if not handed_off:
             self._abandon(p)
@@ -270,6 +284,9 @@ class Pipeline:
                 p.proof = self.prover.finalize(p.key.handle, p.synthesis, p.gpu_output)
             except Exception as exc:
                 return self._fail(p, exc)
+            if self.bus.active:
+                self.bus.publish(PartitionFinalized(
+                    job.id, job.proof_kind, p.index, p.proof.proof, tuple(p.proof.public)))
             self._release(p)
             p.settle("done")
             self._after_settle(p)
@@ -282,7 +299,7 @@ class Pipeline:
     def _release(self, p: Partition) -> None:
         """Give back everything the work item holds; safe to call more than once."""
         if p.reservation is not None:
-            p.reservation.budget._release_rest(p.reservation)
+            p.reservation.close()
             p.reservation = None
         if p.key is not None:
             key, p.key = p.key, None
@@ -301,8 +318,11 @@ class Pipeline:
         self._after_settle(p)
 
     def _fail(self, p: Partition, exc: BaseException) -> None:
+        phase = p.phase
         self._release(p)
-        p.settle("failed", exc)
+        if p.settle("failed", exc) and self.bus.active:
+            self.bus.publish(PartitionFailed(
+                p.job.id, p.job.proof_kind, p.index, phase, str(exc)))
         self.finish_job(p.job, "failed", f"partition {p.index}: {exc}", exc)
         self._after_settle(p)
 
@@ -322,7 +342,6 @@ class Pipeline:
         if not job.conclude(outcome, error):
             return False
         self.counters.inc("jobs_completed", (job.proof_kind, outcome))
-        self.metrics.observe_job(job.proof_kind, job.duration_s(), job.trace_id)
         if job.span is not None:
             job.span.set_attribute("cuzk.job.status", outcome)
         job.error_exc = exc
@@ -335,6 +354,10 @@ class Pipeline:
                 self._abandon(q)
         for budget in (self.host, *self.device_budgets.values()):
             budget.wake()  # its partitions waiting for memory withdraw now
+        if self.bus.active:  # before waiters wake: they may read what subscribers recorded
+            self.bus.publish(JobSettled(
+                job.id, job.proof_kind, job.priority, job.request_id, job.attempt, outcome,
+                error, job.duration_s(), job.trace_id, job.trace_sampled))
         job._done.set()
         if all(q.outcome is not None for q in job.partitions):
             self._on_job_settled(job)

@@ -69,6 +69,7 @@ class RealProver:
         self._zkeys: dict[str, Path] = {}
         self._circuits: dict[str, Any] = {}
         self._circuits_lock = threading.Lock()
+        self._vks: dict[str, tuple[tuple[str, int, int], dict]] = {}
 
     def device_memory_bytes(self, device: str) -> int | None:
         backend = self._backends.get(device)
@@ -76,6 +77,18 @@ class RealProver:
             return None
         _free, total = backend.memory_info()
         return total
+
+    def device_pci_bus_id(self, device: str) -> str | None:
+        """The PCI bus id CUDA reports for ``device`` (how telemetry finds it in NVML)."""
+        index = getattr(self._backends.get(device), "device_index", None)
+        if index is None:
+            return None
+        try:
+            import cupy
+
+            return str(cupy.cuda.Device(index).pci_bus_id)
+        except Exception:
+            return None
 
     def _kind(self, proof_kind: str) -> ProofKindSettings:
         kind = self.settings.proof_kinds.get(proof_kind)
@@ -140,11 +153,48 @@ class RealProver:
         except OSError:
             return 0
 
+    def verification_key(self, proof_kind: str) -> dict:
+        """The snarkjs verification key (with vk_alphabeta_12) of the zkey this kind is proven
+        with, cached until the file changes."""
+        from cuzk.prover.keys import read_verification_key
+
+        path = self.zkey_path(proof_kind)
+        st = path.stat()
+        stamp = (str(path), st.st_mtime_ns, st.st_size)
+        cached = self._vks.get(proof_kind)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        vk = read_verification_key(path).to_json()  # FormatError names file and section
+        self._vks[proof_kind] = (stamp, vk)
+        return vk
+
+    def partition_memory_hint(self, proof_kind: str) -> PartitionMemory:
+        """What a partition will reserve, from the zkey's header and point sections (read
+        memory-mapped, without building the key): the engine checks a kind fits its budget
+        before anything is loaded. The same figure load_key reports, on the host side."""
+        from cuzk.formats.zkey import read_zkey
+        from cuzk.prover import estimate_memory
+        from cuzk.prover.keys import CircuitSizes
+
+        zk = read_zkey(self.zkey_path(proof_kind), mmap=True)
+
+        def present(points: Any) -> int:
+            return int(points.reshape(points.shape[0], -1).any(axis=1).sum())
+
+        sizes = CircuitSizes(
+            n_vars=zk.n_vars, n_public=zk.n_public, domain_size=zk.domain_size,
+            n_coefficients=len(zk.coeffs), a_points=present(zk.a), b_points=present(zk.b1),
+            c_points=present(zk.c))
+        est = estimate_memory(sizes, gpu_on_host=self.name == "cpu")
+        return PartitionMemory(int(est.reservation_bytes), int(est.abc_bytes), 0)
+
     def load_key(self, proof_kind: str) -> KeyHandle:
+        """Load the kind's zkey and check it against the circuit (curve, sizes, every point,
+        the coefficients): a broken key is a FormatError naming the file and section."""
         from cuzk.prover import ProvingKey, estimate_memory
 
-        key = ProvingKey.load(self.zkey_path(proof_kind))
         circuit = self.circuit(proof_kind)
+        key = ProvingKey.load(self.zkey_path(proof_kind))
         circuit.check_key(key)
         device_bytes = working = 0
         for backend in self._backends.values():

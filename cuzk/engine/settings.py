@@ -1,19 +1,44 @@
 """Engine settings: a plain dataclass so the engine does not depend on how config is parsed.
 
-``cuzk.config`` builds an :class:`EngineSettings` from TOML and ``CUZK_*`` variables; tests and
-the benchmark build one directly.
+The fields declared with ``setting(...)`` are the ``[engine]`` section of the config file: their
+defaults and descriptions are written here and nowhere else (``cuzk.config`` loads TOML and
+``CUZK_ENGINE_*`` variables onto them and generates ``cuzk/default_config.toml`` from them).
+The other fields are filled in by the application (telemetry switches, proof kinds) or by tests
+and the benchmark, which build an :class:`EngineSettings` directly.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-PRIORITIES: tuple[str, ...] = ("critical", "high", "normal", "low")
-PRIORITY_RANK: dict[str, int] = {name: rank for rank, name in enumerate(PRIORITIES)}
+from cuzk.protocol import DEFAULT_PRIORITY, PRIORITIES, PRIORITY_RANK
+from cuzk.settings_schema import (
+    boolean,
+    byte_size,
+    byte_size_or_auto,
+    choice,
+    devices,
+    int_or_auto,
+    positive_int,
+    setting,
+    xdg_path,
+)
+
 BACKENDS: tuple[str, ...] = ("auto", "cpu", "cuda")
 
 GiB = 1 << 30
+
+
+def default_threads(kind: str, cpus: int | None = None) -> int:
+    """Pool sizes for ``"auto"``: synthesis gets half the CPUs, finalization a quarter (min 2).
+
+    Synthesis (witness + a/b/c) is the heaviest CPU step; finalization (one G2 MSM and a
+    verify per partition) is lighter, and the GPU phase on the CPU backend needs cores too.
+    """
+    cpus = cpus or os.cpu_count() or 2
+    return max(2, cpus // 2) if kind == "synthesis" else max(2, cpus // 4)
 
 
 @dataclass(frozen=True)
@@ -26,7 +51,7 @@ class ProofKindSettings:
 
     name: str
     partitions: int
-    priority: str = "normal"
+    priority: str = DEFAULT_PRIORITY
     r1cs: Path | None = None
     wasm: Path | None = None
     zkey: Path | None = None
@@ -42,33 +67,73 @@ class ProofKindSettings:
 class EngineSettings:
     """Everything the engine needs; every field has a working default.
 
-    backend: "auto" (CUDA when usable, else CPU), "cpu" or "cuda".
-    cuda_devices: device indices to use on the CUDA backend (None: all visible).
-    gpu_workers_per_device: GPU workers per device (a device overlaps two partitions by default).
-    synthesis_threads / finalizer_threads: CPU pool sizes.
-    memory_budget_bytes: host budget; None means MemTotal minus memory_safety_margin_bytes.
-    device_memory_budget_bytes: per-device budget; None means device total minus the margin.
-    proof_kinds: name -> ProofKindSettings.
-    keys_dir: cache of development zkeys for kinds that name none (None: ~/.cache/cuzk/keys).
-    self_verify: verify every proof before returning it (the real prover's finalize step).
-    metrics_enabled / tracing_enabled: off only to measure telemetry overhead.
-    split_proving: False makes a GPU worker wait for finalization (benchmark comparison only).
-    job_retention: finished jobs kept for get/status/idempotency before the oldest are dropped.
-    record_intervals: keep busy/queue intervals (the benchmark's utilisation figure).
+    Not config keys: proof_kinds (name -> ProofKindSettings); metrics_enabled / tracing_enabled
+    (off only to measure telemetry overhead) and service_name, from the [telemetry] section;
+    split_proving (False makes a GPU worker wait for finalization, a benchmark comparison);
+    job_retention (finished jobs kept for get/status/idempotency); record_intervals (keep
+    busy/queue intervals for the benchmark's utilisation figure).
     """
 
-    backend: str = "auto"
-    cuda_devices: list[int] | None = None
-    gpu_workers_per_device: int = 2
-    synthesis_threads: int = 2
-    finalizer_threads: int = 2
-    memory_budget_bytes: int | None = None
-    memory_safety_margin_bytes: int = 2 * GiB
-    device_memory_budget_bytes: int | None = None
-    device_memory_safety_margin_bytes: int = 1 * GiB
+    backend: str = setting(
+        "auto",
+        '"auto" uses CUDA when a usable GPU is present and the CPU backend otherwise; "cpu"; '
+        '"cuda".',
+        choice(BACKENDS),
+    )
+    gpu_workers_per_device: int = setting(
+        2,
+        "GPU workers per device: with 2, one partition's GPU phase overlaps the next one's "
+        "hand-off.",
+        positive_int,
+    )
+    synthesis_threads: int = setting(
+        "auto",
+        'CPU threads for witness + a/b/c synthesis; "auto" = half the CPUs (at least 2).',
+        int_or_auto(lambda: default_threads("synthesis")),
+    )
+    finalizer_threads: int = setting(
+        "auto",
+        'CPU threads for finalization (G2 MSM, self-check); "auto" = a quarter of the CPUs '
+        "(at least 2).",
+        int_or_auto(lambda: default_threads("finalizer")),
+    )
+    memory_budget_bytes: int | None = setting(
+        "auto",
+        'The unified host memory budget. "auto" = MemTotal (/proc/meminfo) minus '
+        "memory_safety_margin_bytes.",
+        byte_size_or_auto,
+    )
+    memory_safety_margin_bytes: int = setting(
+        "2GiB", "Left out of an auto-detected host budget.", byte_size
+    )
+    device_memory_budget_bytes: int | None = setting(
+        "auto",
+        'Per-GPU memory budget, where the CUDA backend is active. "auto" = device total minus '
+        "device_memory_safety_margin_bytes.",
+        byte_size_or_auto,
+    )
+    device_memory_safety_margin_bytes: int = setting(
+        "1GiB", "Left out of an auto-detected device budget.", byte_size
+    )
+    cuda_devices: tuple[int, ...] | None = setting(
+        "all",
+        'CUDA devices to run workers on: "all" visible devices, or a list such as [0, 1].',
+        devices,
+    )
+    keys_dir: Path = setting(
+        "",
+        "Where proving keys generated on first use (for proof kinds without a zkey) are cached; "
+        '"" = $XDG_CACHE_HOME/cuzk/keys (~/.cache/cuzk/keys), where `cuzk keygen` puts them.',
+        xdg_path("XDG_CACHE_HOME", ".cache", "cuzk", "keys"),
+    )
+    self_verify: bool = setting(
+        True,
+        "Verify every proof before returning it (a failing proof fails its job and never "
+        "reaches a client).",
+        boolean,
+    )
+
     proof_kinds: dict[str, ProofKindSettings] = field(default_factory=dict)
-    keys_dir: Path | None = None
-    self_verify: bool = True
     metrics_enabled: bool = True
     tracing_enabled: bool = True
     service_name: str = "cuzk"
@@ -89,30 +154,18 @@ class EngineSettings:
                 raise ValueError(f"proof kind key {key!r} differs from its name {kind.name!r}")
 
 
-# Proof kinds shaped like Filecoin's (design.md section 1); circuits are structural stand-ins.
-DEFAULT_KINDS: tuple[tuple[str, int, str], ...] = (
-    ("winning-post", 1, "critical"),
-    ("window-post", 1, "high"),
-    ("snap-update", 16, "normal"),
-    ("porep-c2", 10, "normal"),
-)
-
-
 def default_proof_kinds(data_dir: Path | None = None) -> dict[str, ProofKindSettings]:
-    """The four bundled kinds, with circuit files under ``cuzk/circuits/data/<kind>/``.
+    """The bundled kinds (``cuzk.circuits.registry``, where their defaults are written).
 
-    Their zkeys are the cached development keys (``cuzk.prover.keystore``) unless a kind
-    names one.
+    ``data_dir`` replaces ``cuzk/circuits/data``. Their zkeys are the cached development keys
+    (``cuzk.prover.keystore``) unless a kind names one.
     """
-    if data_dir is None:
-        data_dir = Path(__file__).resolve().parent.parent / "circuits" / "data"
-    return {
-        name: ProofKindSettings(
-            name=name,
-            partitions=parts,
-            priority=prio,
-            r1cs=data_dir / name / "circuit.r1cs",
-            wasm=data_dir / name / "circuit.wasm",
-        )
-        for name, parts, prio in DEFAULT_KINDS
-    }
+    from cuzk.circuits.registry import bundled_circuits
+
+    out = {}
+    for name, c in bundled_circuits(data_dir).items():
+        out[name] = ProofKindSettings(
+            name=name, partitions=c.partitions, priority=c.priority, r1cs=c.r1cs_path,
+            wasm=c.wasm_path,
+        )  # fmt: skip
+    return out

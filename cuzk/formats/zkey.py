@@ -121,32 +121,43 @@ def read_zkey(path: str | os.PathLike[str], *, mmap: bool = False) -> ZKey:
 
     hdr = bf.payload(S_GROTH, "Groth16 header")
     if hdr.shape[0] < 4:
-        raise bf.error("Groth16 header section too short")
+        raise bf.error("section 2 (Groth16 header) is too short")
     n8q = read_u32(hdr, 0)
     if n8q == 0 or n8q % 8 or hdr.shape[0] < 8 + n8q:
-        raise bf.error(f"Groth16 header: bad base field size {n8q}")
+        raise bf.error(f"section 2 (Groth16 header): bad base field size {n8q}")
     q = read_bigint(hdr, 4, n8q)
     try:
         curve = curve_for_prime(q)
     except KeyError:
-        raise bf.error(f"base field prime {q:#x} is not a known curve's") from None
+        raise bf.error(
+            f"section 2 (Groth16 header): base field prime {q:#x} is not a known curve's"
+        ) from None
     if n8q != curve.n8q:
-        raise bf.error(f"base field size {n8q} does not match {curve.name} ({curve.n8q})")
+        raise bf.error(
+            f"section 2 (Groth16 header): base field size {n8q} is not {curve.name}'s ({curve.n8q})"
+        )
     n8r = read_u32(hdr, 4 + n8q)
     expected = 20 + n8q + n8r + 18 * n8q
     if n8r != curve.n8r or hdr.shape[0] != expected:
         raise bf.error(
-            f"Groth16 header is {hdr.shape[0]} bytes with n8r={n8r}, expected {expected}"
+            f"section 2 (Groth16 header) is {hdr.shape[0]} bytes with n8r={n8r},"
+            f" expected {expected}"
         )
     r = read_bigint(hdr, 8 + n8q, n8r)
     if r != curve.r:
-        raise bf.error(f"scalar field prime {r:#x} does not match {curve.name}")
+        raise bf.error(
+            f"section 2 (Groth16 header): scalar field prime {r:#x} does not match {curve.name}"
+        )
     o = 8 + n8q + n8r
     n_vars, n_public, domain_size = (read_u32(hdr, o + 4 * i) for i in range(3))
     if domain_size == 0 or domain_size & (domain_size - 1):
-        raise bf.error(f"domain size {domain_size} is not a power of two")
+        raise bf.error(
+            f"section 2 (Groth16 header): domain size {domain_size} is not a power of two"
+        )
     if n_public + 1 > n_vars:
-        raise bf.error(f"{n_public} public signals but only {n_vars} signals")
+        raise bf.error(
+            f"section 2 (Groth16 header): {n_public} public signals but {n_vars} signals"
+        )
     k = n8q // 4
     g1, g2 = 2 * n8q, 4 * n8q
     o += 12
@@ -175,7 +186,7 @@ def read_zkey(path: str | os.PathLike[str], *, mmap: bool = False) -> ZKey:
     if bf.has(S_CONTRIB):
         raw = bf.payload(S_CONTRIB, "contributions")
         if raw.shape[0] < CS_HASH_BYTES + 4:
-            raise bf.error("contributions section too short for its csHash and count")
+            raise bf.error("section 10 (contributions) is too short for its csHash and count")
         mpc = raw.tobytes()
     return ZKey(
         curve=curve,
@@ -203,24 +214,26 @@ def read_zkey(path: str | os.PathLike[str], *, mmap: bool = False) -> ZKey:
 def _read_coeffs(bf: BinFile, n8r: int, n_vars: int, domain_size: int, curve: Curve) -> np.ndarray:
     payload = bf.payload(S_COEFS, "coefficients")
     if payload.shape[0] < 4:
-        raise bf.error("coefficients section too short")
+        raise bf.error("section 4 (coefficients) is too short")
     m = read_u32(payload, 0)
     dt = coefficient_dtype(n8r)
     if payload.shape[0] != 4 + m * dt.itemsize:
         raise bf.error(
-            f"coefficients section is {payload.shape[0]} bytes, expected {4 + m * dt.itemsize} "
+            f"section 4 (coefficients) is {payload.shape[0]} bytes, expected {4 + m * dt.itemsize} "
             f"for {m} coefficients"
         )
     coeffs = payload[4:].view(dt) if m else np.zeros(0, dtype=dt)
     if m:
         if int(coeffs["matrix"].max()) > 1:
-            raise bf.error("coefficients section has a matrix id other than A (0) or B (1)")
+            raise bf.error("section 4 (coefficients): a matrix id other than A (0) or B (1)")
         if int(coeffs["constraint"].max()) >= domain_size:
-            raise bf.error("a coefficient's constraint index lies outside the domain")
+            raise bf.error("section 4 (coefficients): a constraint index lies outside the domain")
         if int(coeffs["signal"].max()) >= n_vars:
-            raise bf.error("a coefficient refers to a signal beyond nVars")
+            raise bf.error(
+                "section 4 (coefficients): a coefficient refers to a signal beyond nVars"
+            )
         if not limbs_less_than(coeffs["value"], curve.r).all():
-            raise bf.error("a coefficient value is not below the scalar field prime")
+            raise bf.error("section 4 (coefficients): a value is not below the scalar field prime")
     return coeffs
 
 

@@ -9,20 +9,25 @@ import numpy as np
 
 from cuzk.errors import FormatError, WitnessError
 from cuzk.formats.r1cs import MATRIX_C, R1CS, read_r1cs
-from cuzk.formats.zkey import encode_coefficients
+from cuzk.formats.wtns import Witness
+from cuzk.formats.zkey import S_COEFS, coefficients_from_r1cs, encode_coefficients
 from cuzk.prover.keys import ProvingKey
 from cuzk.witness.wasm import WitnessCalculator
 from kernels import qap
 
 
 class Circuit:
-    def __init__(self, name: str, r1cs: R1CS, calculator: WitnessCalculator) -> None:
-        if calculator.n_vars != r1cs.n_wires:
+    """``calculator`` None: a circuit proven from ready witnesses (``.wtns``) only."""
+
+    def __init__(self, name: str, r1cs: R1CS, calculator: WitnessCalculator | None) -> None:
+        if calculator is None:
+            pass
+        elif calculator.n_vars != r1cs.n_wires:
             raise FormatError(
                 calculator.path,
                 f"computes {calculator.n_vars} signals but {r1cs.path} has {r1cs.n_wires}",
             )
-        if calculator.curve is not r1cs.curve:
+        elif calculator.curve is not r1cs.curve:
             raise FormatError(
                 calculator.path,
                 f"is for {calculator.curve.name}, {r1cs.path} for {r1cs.curve.name}",
@@ -39,15 +44,70 @@ class Circuit:
         self._c_matrix = np.zeros(len(c_terms), dtype=np.uint32)
 
     @classmethod
-    def load(cls, r1cs_path: str | Path, wasm_path: str | Path, name: str | None = None) -> Circuit:
+    def load(
+        cls, r1cs_path: str | Path, wasm_path: str | Path | None, name: str | None = None
+    ) -> Circuit:
         r1cs = read_r1cs(r1cs_path)
-        return cls(name or Path(r1cs_path).stem, r1cs, WitnessCalculator(wasm_path))
+        calculator = WitnessCalculator(wasm_path) if wasm_path is not None else None
+        return cls(name or Path(r1cs_path).stem, r1cs, calculator)
 
     def calculate_witness(self, inputs: dict[str, Any]) -> np.ndarray:
+        if self.calculator is None:
+            raise WitnessError(f"circuit {self.name} has no witness generator (.wasm)")
         return self.calculator.calculate(inputs)
 
+    def check_witness(self, witness: Witness, source: object) -> np.ndarray:
+        """A witness from any generator (a ``.wtns``) against this circuit: curve and length."""
+        if witness.curve is not self.r1cs.curve:
+            raise FormatError(
+                source,
+                f"is a {witness.curve.name} witness, circuit {self.name} is {self.r1cs.curve.name}",
+            )
+        if len(witness) != self.r1cs.n_wires:
+            raise FormatError(
+                source,
+                f"has {len(witness)} signals, circuit {self.name} ({self.r1cs.path}) "
+                f"has {self.r1cs.n_wires}: a witness of another circuit",
+            )
+        return np.ascontiguousarray(witness.values, dtype=np.uint32)
+
     def check_key(self, key: ProvingKey) -> None:
-        """Refuse a zkey made for another circuit before it produces a proof that cannot verify."""
+        """Refuse a zkey made for another circuit, or whose constraint coefficients were
+        corrupted, before it produces a proof that cannot verify (or blames the witness)."""
+        self.check_key_sizes(key)
+        self.check_key_coefficients(key)
+
+    def check_key_coefficients(self, key: ProvingKey) -> None:
+        """Section 4 must be exactly what a Groth16 setup derives from this r1cs (snarkjs and
+        ``cuzk keygen`` write the same bytes), so a difference is the key's fault."""
+        expected = coefficients_from_r1cs(self.r1cs)
+        got = key.zkey.coeffs
+        where = f"section {S_COEFS} (coefficients)"
+        if len(got) != len(expected):
+            raise FormatError(
+                key.path,
+                f"{where}: {len(got)} coefficients, but circuit {self.name} "
+                f"({self.r1cs.path}) needs {len(expected)}: the key is for another circuit",
+            )
+        raw_got = np.ascontiguousarray(got).view(np.uint8).reshape(len(got), -1)
+        raw_exp = expected.view(np.uint8).reshape(len(expected), -1)
+        bad = np.flatnonzero((raw_got != raw_exp).any(axis=1))
+        if bad.size:
+            i = int(bad[0])
+            e = expected[i]
+            matrix = "AB"[int(e["matrix"])] if int(e["matrix"]) < 2 else str(int(e["matrix"]))
+            error = FormatError(
+                key.path,
+                f"{where}: {bad.size} of {len(expected)} entries disagree with "
+                f"{self.r1cs.path}, the first is entry {i} (matrix {matrix}, constraint "
+                f"{int(e['constraint'])}, signal {int(e['signal'])}): the key is corrupt or "
+                "was made for another circuit",
+            )
+            error.section = S_COEFS
+            raise error
+
+    def check_key_sizes(self, key: ProvingKey) -> None:
+        """Curve, signal counts and domain of the key against the circuit's r1cs."""
         r, s = self.r1cs, key.sizes
         problems = []
         if key.curve is not r.curve:

@@ -1,13 +1,17 @@
 """The CUDA backend: H and the G1 MSMs on one device, proving-key points resident there.
 
 * ``upload_key`` copies the key's G1 sections A, B1, C, H to the device once, as ``(n, 24)``
-  uint32 affine Montgomery rows (the zkey bytes, no conversion), and keeps them until
-  ``drop_key``; ``msm_g1`` then only moves scalars.
-* ``h_evaluations``: a, b, c go host -> pinned buffer -> device on a copy stream while the compute
-  stream already transforms the previous one (double-buffered pinned staging, events between the
-  streams); per array: inverse NTT (DIF) -> odd-coset shift with 1/n -> NTT (DIT), then
-  from_mont(a*b - c) and one copy back.
-* Kernels are numba.cuda (``kernels/gpu``), memory, streams, pinned buffers and sorting CuPy.
+  uint32 affine Montgomery rows (the zkey bytes, no conversion), points at infinity compacted out
+  (most of A and B1), and keeps them until ``drop_key``.
+* ``device_gpu_phase`` (what ``gpu_phase`` calls): a, b, c go host -> pinned buffer -> device on
+  a copy stream while the compute stream already transforms the previous one (double-buffered
+  pinned staging, events between the streams); per array: inverse NTT (DIF) -> odd-coset shift
+  with 1/n -> NTT (DIT), then from_mont(a*b - c), which stays on the device as the H MSM's
+  scalars. The witness is uploaded once for the A, B1 and C MSMs; each MSM gathers the scalars of
+  the points kept at upload. Only the four G1 sums come back. ``h_evaluations`` and ``msm_g1``
+  remain for callers that want one step.
+* Kernels are numba.cuda (``kernels/gpu``; ahead-of-time modules when ``CUZK_GPU_KERNELS`` names
+  a bundle), memory, streams, pinned buffers and sorting CuPy.
 * A device allocation failure raises :class:`DeviceOutOfMemory` after returning cached blocks
   to the driver: that partition fails, the backend (and the worker using it) stays usable.
 
@@ -17,8 +21,10 @@ Operations on one backend are serialised by a lock: they share the device's stre
 from __future__ import annotations
 
 import functools
+import logging
+import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +39,18 @@ if TYPE_CHECKING:
 
 G1_SECTIONS = ("A", "B1", "C", "H")
 _FR_BYTES = 32
+
+
+def h_device_bytes(n: int, twiddles: bool = True) -> int:
+    """Device bytes alive at the peak of ``h_evaluations`` on a domain of n.
+
+    a, b, c as uploaded rows (3n) and limb-major copies (3n), the (n, 8) output (n) and, the
+    first time a domain this large is used, the twiddle table (n/2): 7.5 n Fr elements of 32
+    bytes. Plus the small power tables the twiddles and the coset shift are built from.
+    """
+    half = 1 << ((max(n, 2).bit_length()) // 2 + 1)
+    tables = 4 * half * _FR_BYTES
+    return (7 * n + (n // 2 if twiddles else 0)) * _FR_BYTES + tables
 
 
 class CudaError(CuzkError):
@@ -55,30 +73,59 @@ class DeviceOutOfMemory(CuzkError):
         self.what = what
 
 
+REQUIRE_GPU_ENV = "CUZK_REQUIRE_GPU"
+_log = logging.getLogger(__name__)
+
+
+def gpu_required() -> bool:
+    """``CUZK_REQUIRE_GPU=1``: a missing device is an error, never a skip (the device check)."""
+    return os.environ.get(REQUIRE_GPU_ENV, "").strip() == "1"
+
+
 @functools.cache
-def _probe() -> int:
+def _probe() -> tuple[int, str | None]:
+    """(usable devices, why none is usable); the reason is logged once per process."""
     if simulator_enabled():
-        return 0
+        return 0, "NUMBA_ENABLE_CUDASIM=1 selects the numba CUDA simulator"
     try:
         import cupy
+    except Exception as exc:
+        return _unusable(f"CuPy cannot be imported ({type(exc).__name__}: {exc})")
+    try:
+        count = int(cupy.cuda.runtime.getDeviceCount())
+    except Exception as exc:
+        return _unusable(f"the CUDA driver reports no devices ({type(exc).__name__}: {exc})")
+    if count == 0:
+        return _unusable("the CUDA driver reports 0 devices")
+    try:
         from numba import cuda
 
-        count = int(cupy.cuda.runtime.getDeviceCount())
-        if count == 0 or not cuda.is_available():
-            return 0
-        return count
-    except Exception:
-        return 0
+        if not cuda.is_available():
+            return _unusable("numba-cuda finds no usable device or driver "
+                             f"(numba.cuda.is_available() is False; {count} seen by CuPy)")
+    except Exception as exc:
+        return _unusable(f"numba-cuda cannot be used ({type(exc).__name__}: {exc})")
+    return count, None
+
+
+def _unusable(reason: str) -> tuple[int, str]:
+    _log.warning("CUDA backend unusable: %s", reason)
+    return 0, reason
+
+
+def cuda_unavailable_reason() -> str | None:
+    """Why no CUDA device is usable (None when one is)."""
+    return _probe()[1]
 
 
 def cuda_device_count() -> int:
     """Usable CUDA devices (0 when CuPy, numba-cuda or the driver is missing, or no GPU)."""
-    return _probe()
+    return _probe()[0]
 
 
 def cuda_available() -> bool:
     """Whether ``backend = "auto"`` should pick CUDA: a device, its driver, CuPy and numba-cuda."""
-    return _probe() > 0
+    return _probe()[0] > 0
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -94,17 +141,29 @@ def _is_oom(exc: BaseException) -> bool:
 
 def _make_executor(cupy: Any, stream: Any) -> Any:
     """The kernel executor on ``stream`` (a seam: the CPU flow test swaps in the CPU target)."""
+    from kernels.gpu.aot import configured_bundle
     from kernels.gpu.launch import Executor
     from kernels.gpu.runtime import cuda_target
 
-    return Executor(cuda_target(), cupy, stream=stream)
+    return Executor(cuda_target(), cupy, stream=stream, kernels=configured_bundle())
 
 
 class _ResidentKey:
-    def __init__(self, key: Any, sections: dict[str, Any]) -> None:
+    """A key's G1 sections on the device, points at infinity compacted out.
+
+    ``sections[s]`` holds only the points not at infinity; ``rows[s]`` is the section's full row
+    count (what its scalars are indexed by) and ``present[s]`` the device indices of the kept
+    rows, or None when no point was dropped (the scalars are then used as they are).
+    """
+
+    def __init__(self, key: Any, sections: dict[str, Any], present: dict[str, Any],
+                 rows: dict[str, int]) -> None:
         self.key = key  # held so id(key) cannot be reused while its points are resident
         self.sections = sections
-        self.nbytes = sum(int(s.nbytes) for s in sections.values())
+        self.present = present
+        self.rows = rows
+        self.nbytes = sum(int(s.nbytes) for s in sections.values()) + sum(
+            int(p.nbytes) for p in present.values() if p is not None)
 
 
 class CudaBackend:
@@ -116,7 +175,8 @@ class CudaBackend:
         count = cuda_device_count()
         if count == 0:
             raise CudaError(
-                "no usable CUDA device (needs an NVIDIA driver, cupy-cuda13x and numba-cuda)"
+                "no usable CUDA device (needs an NVIDIA driver, cupy-cuda13x and numba-cuda): "
+                f"{cuda_unavailable_reason()}"
             )
         if not 0 <= device_index < count:
             raise CudaError(f"CUDA device {device_index} does not exist ({count} visible)")
@@ -138,6 +198,8 @@ class CudaBackend:
             self._msm = MsmEngine(ex)
         self._pinned: list[Any] = []
         self._pinned_bytes = 0
+        # Optional ``name -> context manager`` around each step of device_gpu_phase.
+        self.step_meter: Callable[[str], Any] | None = None
 
     # -- plumbing -----------------------------------------------------------------------------
     @contextmanager
@@ -211,7 +273,7 @@ class CudaBackend:
         return dev, ev
 
     def warmup(self) -> float:
-        """JIT-compile every kernel now (tens of seconds once per process) instead of inside the
+        """Compile (JIT) or load (ahead-of-time bundle) every kernel now instead of inside the
         first partition's GPU phase; returns the seconds it took. Safe to call more than once."""
         import time
 
@@ -243,14 +305,23 @@ class CudaBackend:
             resident = self._keys.get(id(key))
             if resident is not None:
                 return resident.nbytes
-            sections = {}
+            sections, present, nrows = {}, {}, {}
             for sec in G1_SECTIONS:
                 rows = points_rows(key.g1_section_array(sec))
+                nrows[sec] = int(rows.shape[0])
+                keep = rows.any(axis=1)              # all-zero rows are points at infinity
+                if keep.all():
+                    present[sec] = None
+                else:
+                    idx = np.flatnonzero(keep).astype(np.int64)
+                    rows = np.ascontiguousarray(rows[idx])
+                    present[sec] = self._cp.asarray(idx)
                 dev = self._cp.empty(rows.shape, dtype=np.uint32)
-                dev.set(rows, stream=self._copy)
+                if rows.shape[0]:
+                    dev.set(rows, stream=self._copy)
                 sections[sec] = dev
             self._copy.synchronize()
-            resident = _ResidentKey(key, sections)
+            resident = _ResidentKey(key, sections, present, nrows)
             self._keys[id(key)] = resident
             return resident.nbytes
 
@@ -264,50 +335,90 @@ class CudaBackend:
         return sum(k.nbytes for k in self._keys.values())
 
     def working_bytes(self, key: ProvingKey) -> int:
-        """Peak transient device bytes of one partition (H then the largest MSM), for budgeting."""
+        """Peak transient device bytes of one partition's GPU phase, for budgeting: H, then the
+        witness and H held on the device while the largest MSM runs (see :meth:`step_estimates`).
+        """
+        steps = self.step_estimates(key)
+        n, v = key.sizes.domain_size, _witness_rows(key)
+        held = (n + v) * _FR_BYTES
+        return max(steps["H"], held + max(steps[f"MSM {s}"] for s in G1_SECTIONS))
+
+    def step_estimates(self, key: ProvingKey) -> dict[str, int]:
+        """Device bytes each step of :meth:`device_gpu_phase` needs beyond what is in use when it
+        starts: "H", and "MSM <section>" over the section's points not at infinity."""
         from kernels.gpu.msm import device_bytes_estimate
 
-        n = key.sizes.domain_size
-        h_bytes = 4 * n * _FR_BYTES + (n // 2) * _FR_BYTES
-        m = max(int(key.g1_section_array(s).shape[0]) for s in G1_SECTIONS)
-        return max(h_bytes, device_bytes_estimate(max(m, 1)))
+        out = {"H": h_device_bytes(key.sizes.domain_size)}
+        for sec in G1_SECTIONS:
+            m = max(1, self._present_count(key, sec))
+            out[f"MSM {sec}"] = device_bytes_estimate(m)
+        return out
+
+    def _present_count(self, key: ProvingKey, section: str) -> int:
+        resident = self._keys.get(id(key))
+        if resident is not None:
+            return int(resident.sections[section].shape[0])
+        arr = key.g1_section_array(section)
+        return int(np.count_nonzero(arr.reshape(arr.shape[0], -1).any(axis=1)))
 
     # -- the GPU phase -------------------------------------------------------------------------
-    def h_evaluations(
-        self, key: ProvingKey, a: np.ndarray, b: np.ndarray, c: np.ndarray
-    ) -> np.ndarray:
-        """(a*b - c) on the odd coset, (n, 8) normal form; a, b, c Montgomery on the domain."""
+    def _check_abc(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> int:
         n = a.shape[0]
         for name, x in (("a", a), ("b", b), ("c", c)):
             if x.shape != (n, 8):
                 raise ValueError(f"{name}: expected ({n}, 8) uint32, got {x.shape}")
         if n < 2 or n & (n - 1):
             raise ValueError(f"domain size {n} is not a power of two >= 2")
+        return n
+
+    def _h_device(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, bufs: list) -> Any:
+        """(n, 8) rows of H (normal form) left on the device; a, b, c each uploaded once."""
+        n = a.shape[0]
+        ntt = self._ntt
+        done: list[Any] = []
+        uploaded: list[Any] = []  # kept alive until the compute stream is done with them
+        pending = self._upload_rows(a, bufs[0])
+        for i, nxt in enumerate((b, c, None)):
+            dev, ev = pending
+            if nxt is not None:
+                if i >= 1:
+                    self._copy.synchronize()  # buffer i-1's copy must be done before reuse
+                pending = self._upload_rows(nxt, bufs[(i + 1) % 2])
+            uploaded.append(dev)
+            self._compute.wait_event(ev)
+            x = ntt.to_limb_major(dev)
+            ntt.odd_coset(x)
+            done.append(x)
+        out = self._cp.empty((n, 8), dtype=np.uint32)
+        ntt.ex.grid(ntt.k.abc, n, done[0], done[1], done[2], out)
+        self._compute.synchronize()
+        del uploaded, done
+        return out
+
+    def h_evaluations(
+        self, key: ProvingKey, a: np.ndarray, b: np.ndarray, c: np.ndarray
+    ) -> np.ndarray:
+        """(a*b - c) on the odd coset, (n, 8) normal form; a, b, c Montgomery on the domain."""
+        n = self._check_abc(a, b, c)
         with self._guard(f"H evaluation (domain 2^{n.bit_length() - 1})"):
             bufs = self._staging(n * _FR_BYTES)
-            ntt = self._ntt
-            done: list[Any] = []
-            uploaded: list[Any] = []  # kept alive until the compute stream is done
-            pending = self._upload_rows(a, bufs[0])
-            for i, nxt in enumerate((b, c, None)):
-                dev, ev = pending
-                if nxt is not None:
-                    if i >= 1:
-                        self._copy.synchronize()  # buffer i-1's copy must be done before reuse
-                    pending = self._upload_rows(nxt, bufs[(i + 1) % 2])
-                uploaded.append(dev)
-                self._compute.wait_event(ev)
-                x = ntt.to_limb_major(dev)
-                ntt.odd_coset(x)
-                done.append(x)
-            out = self._cp.empty((n, 8), dtype=np.uint32)
-            self._ntt.ex.grid(self._ntt.k.abc, n, done[0], done[1], done[2], out)
+            out = self._h_device(a, b, c, bufs)
             view = bufs[0][: n * _FR_BYTES].view(np.uint32).reshape(n, 8)
             self._copy.synchronize()
             out.get(stream=self._compute, out=view)
             self._compute.synchronize()
-            del uploaded, done
             return view.copy()
+
+    def _msm_resident(self, resident: _ResidentKey, section: str, scalars: Any) -> G1Point:
+        """MSM of a resident section with device scalars indexed like the full section."""
+        points = resident.sections[section]
+        if int(points.shape[0]) == 0:
+            return G1Point.identity()
+        idx = resident.present[section]
+        sc = scalars if idx is None else scalars[idx]
+        result = self._msm.msm(points, sc)
+        self._compute.synchronize()
+        return result
 
     def msm_g1(self, key: ProvingKey, section: str, scalars: np.ndarray) -> G1Point:
         """sum scalars[i] * section[i] on the device with the key's resident points."""
@@ -316,8 +427,8 @@ class CudaBackend:
         if id(key) not in self._keys:
             self.upload_key(key)
         with self._guard(f"MSM over section {section}"):
-            points = self._keys[id(key)].sections[section]
-            m = int(points.shape[0])
+            resident = self._keys[id(key)]
+            m = resident.rows[section]
             if scalars.shape != (m, 8):
                 raise ValueError(f"MSM {section}: {m} points but scalars of shape {scalars.shape}")
             if m == 0:
@@ -325,6 +436,51 @@ class CudaBackend:
             bufs = self._staging(m * _FR_BYTES)
             dev, ev = self._upload_rows(scalars, bufs[0])
             self._compute.wait_event(ev)
-            result = self._msm.msm(points, dev)
-            self._compute.synchronize()
-            return result
+            return self._msm_resident(resident, section, dev)
+
+    @contextmanager
+    def _step(self, name: str) -> Iterator[None]:
+        """A measured step when ``step_meter`` is set (the device check's memory figures)."""
+        if self.step_meter is None:
+            yield
+        else:
+            with self.step_meter(name):
+                yield
+
+    def device_gpu_phase(
+        self, key: ProvingKey, a: np.ndarray, b: np.ndarray, c: np.ndarray, witness: np.ndarray
+    ) -> tuple[G1Point, G1Point, G1Point, G1Point]:
+        """The whole GPU phase with its data on the device: a, b, c and the witness are uploaded
+        once each, H and the MSM scalars never leave the device, and only the four G1 sums
+        (A, B1, C, H) come back. Scalars of points at infinity are never gathered."""
+        if id(key) not in self._keys:
+            self.upload_key(key)
+        n = self._check_abc(a, b, c)
+        v = _witness_rows(key)
+        if witness.shape != (v, 8):
+            raise ValueError(f"witness: expected ({v}, 8) uint32, got {witness.shape}")
+        n_pub = key.sizes.n_public
+        with self._guard(f"GPU phase (domain 2^{n.bit_length() - 1})"):
+            resident = self._keys[id(key)]
+            for sec, rows in (("A", v), ("B1", v), ("C", v - n_pub - 1), ("H", n)):
+                if resident.rows[sec] != rows:
+                    raise ValueError(f"section {sec} has {resident.rows[sec]} points, "
+                                     f"expected {rows}")
+            bufs = self._staging(max(n, v) * _FR_BYTES)
+            with self._step("H"):
+                h_dev = self._h_device(a, b, c, bufs)
+            w_dev, ev = self._upload_rows(witness, bufs[0])
+            self._compute.wait_event(ev)
+            out = []
+            for sec, sc in (("A", w_dev), ("B1", w_dev), ("C", w_dev[n_pub + 1:]), ("H", h_dev)):
+                with self._step(f"MSM {sec}"):
+                    out.append(self._msm_resident(resident, sec, sc))
+            del w_dev, h_dev
+            return out[0], out[1], out[2], out[3]
+
+
+def _witness_rows(key: Any) -> int:
+    """Witness length of a key: A and B1 have one row per variable."""
+    sizes = key.sizes
+    n_vars = getattr(sizes, "n_vars", None)
+    return int(n_vars) if n_vars is not None else int(key.g1_section_array("A").shape[0])

@@ -110,6 +110,8 @@ def synthesize(key: ProvingKey, circuit: Circuit, inputs: dict, check: bool = Tr
 def gpu_phase(key: ProvingKey, synth: Synthesis, backend: ComputeBackend) -> GpuOutput:
     """Step 2: H and the G1 MSMs. Reads a/b/c; the caller releases them afterwards."""
     a, b, c = synth.abc
+    if hasattr(backend, "device_gpu_phase"):  # CUDA: witness and H stay on the device
+        return GpuOutput(*backend.device_gpu_phase(key, a, b, c, synth.witness))
     h = backend.h_evaluations(key, a, b, c)
     w = synth.witness
     return GpuOutput(

@@ -15,6 +15,7 @@ import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point
 
 from cuzk.curves import Curve
+from cuzk.errors import FormatError
 from cuzk.formats import zkey as zkey_format
 from cuzk.prover.msm import msm
 from cuzk.prover.points import g1_from_mont_array, g2_from_mont_array
@@ -29,6 +30,83 @@ def _points_bytes(points: np.ndarray | list) -> int:
     return own + len({id(p) for p in points}) * sys.getsizeof(points[0])
 
 
+# zkey section id and name of each point array (zkey_format's module doc has the layout).
+_SECTIONS = {
+    "alpha1": (zkey_format.S_GROTH, "Groth16 header"),
+    "beta1": (zkey_format.S_GROTH, "Groth16 header"),
+    "beta2": (zkey_format.S_GROTH, "Groth16 header"),
+    "gamma2": (zkey_format.S_GROTH, "Groth16 header"),
+    "delta1": (zkey_format.S_GROTH, "Groth16 header"),
+    "delta2": (zkey_format.S_GROTH, "Groth16 header"),
+    "ic": (zkey_format.S_IC, "IC"),
+    "a": (zkey_format.S_A, "A"),
+    "b1": (zkey_format.S_B1, "B1"),
+    "b2": (zkey_format.S_B2, "B2"),
+    "c": (zkey_format.S_C, "C"),
+    "h": (zkey_format.S_H, "H"),
+}
+
+
+@dataclass(frozen=True)
+class KeyPlace:
+    """One point array of a zkey file, so a point that is not on its curve is reported with
+    the file, the section and the point's index instead of arkworks's bare ValueError."""
+
+    path: object
+    array: str
+
+    def convert(self, curve: Curve, arr: np.ndarray, convert) -> list:
+        try:
+            return convert(curve, arr)
+        except ValueError:
+            pass
+        # Slow path, only for a broken key: find the first point that does not convert.
+        group = "G2" if arr.ndim == 4 else "G1"
+        in_header = _SECTIONS[self.array][0] == zkey_format.S_GROTH
+        for i in range(arr.shape[0]):
+            try:
+                convert(curve, arr[i : i + 1])
+            except ValueError:
+                what = self.array if in_header else f"point {i}"
+                raise self.error(
+                    f"{what} is not on the {group} curve: the key is corrupt"
+                ) from None
+        raise self.error("a point does not decode: the key is corrupt")
+
+    def error(self, problem: str) -> FormatError:
+        sid, name = _SECTIONS[self.array]
+        error = FormatError(self.path, f"section {sid} ({name}): {problem}")
+        error.section = sid  # the API reports it as its own field
+        return error
+
+
+def _header_point(path: object, curve: Curve, name: str, arr: np.ndarray, g2: bool):
+    if g2:
+        (point,) = KeyPlace(path, name).convert(curve, arr.reshape(1, 2, 2, -1), g2_from_mont_array)
+    else:
+        (point,) = KeyPlace(path, name).convert(curve, arr.reshape(1, 2, -1), g1_from_mont_array)
+    return point
+
+
+def verification_key_of(zk: zkey_format.ZKey, path: object) -> VerificationKey:
+    """The verification key of a zkey, converting only the few points it needs (not the MSM
+    sections): what the server hands out without loading the whole key."""
+    curve = zk.curve
+    return VerificationKey(
+        curve=curve,
+        alpha1=_header_point(path, curve, "alpha1", zk.alpha1, g2=False),
+        beta2=_header_point(path, curve, "beta2", zk.beta2, g2=True),
+        gamma2=_header_point(path, curve, "gamma2", zk.gamma2, g2=True),
+        delta2=_header_point(path, curve, "delta2", zk.delta2, g2=True),
+        ic=tuple(KeyPlace(path, "ic").convert(curve, zk.ic, g1_from_mont_array)),
+    )
+
+
+def read_verification_key(path: str | Path) -> VerificationKey:
+    """``snarkjs zkey export verificationkey`` without node: the vk of the zkey at ``path``."""
+    return verification_key_of(zkey_format.read_zkey(path, mmap=True), path)
+
+
 @dataclass(frozen=True)
 class PointSection:
     """A zkey point section as the CPU MSMs use it: the points (an object array, every point at
@@ -38,9 +116,9 @@ class PointSection:
     present: np.ndarray
 
     @classmethod
-    def from_mont(cls, curve: Curve, arr: np.ndarray, convert) -> PointSection:
+    def from_mont(cls, curve: Curve, arr: np.ndarray, convert, where: KeyPlace) -> PointSection:
         points = np.empty(arr.shape[0], dtype=object)
-        points[:] = convert(curve, arr)
+        points[:] = where.convert(curve, arr, convert)
         return cls(points, arr.reshape(arr.shape[0], -1).any(axis=1))
 
     @property
@@ -90,17 +168,26 @@ class ProvingKey:
         self.coef_constraint = np.ascontiguousarray(zk.coeffs["constraint"], dtype=np.uint32)
         self.coef_signal = np.ascontiguousarray(zk.coeffs["signal"], dtype=np.uint32)
         self.coef_value = np.ascontiguousarray(zk.coeffs["value"], dtype=np.uint32)
-        (self.alpha1,) = g1_from_mont_array(curve, zk.alpha1.reshape(1, 2, -1))
-        (self.beta1,) = g1_from_mont_array(curve, zk.beta1.reshape(1, 2, -1))
-        (self.delta1,) = g1_from_mont_array(curve, zk.delta1.reshape(1, 2, -1))
-        (self.beta2,) = g2_from_mont_array(curve, zk.beta2.reshape(1, 2, 2, -1))
-        (self.gamma2,) = g2_from_mont_array(curve, zk.gamma2.reshape(1, 2, 2, -1))
-        (self.delta2,) = g2_from_mont_array(curve, zk.delta2.reshape(1, 2, 2, -1))
+        self.beta1 = _header_point(path, curve, "beta1", zk.beta1, g2=False)
+        self.delta1 = _header_point(path, curve, "delta1", zk.delta1, g2=False)
+        self.verification_key = verification_key_of(zk, path)
+        vk = self.verification_key
+        self.alpha1, self.beta2, self.gamma2, self.delta2 = (
+            vk.alpha1,
+            vk.beta2,
+            vk.gamma2,
+            vk.delta2,
+        )
         self._g1 = {
-            name: PointSection.from_mont(curve, arr, g1_from_mont_array)
-            for name, arr in (("A", zk.a), ("B1", zk.b1), ("C", zk.c), ("H", zk.h))
+            name: PointSection.from_mont(curve, arr, g1_from_mont_array, KeyPlace(path, field))
+            for name, field, arr in (
+                ("A", "a", zk.a),
+                ("B1", "b1", zk.b1),
+                ("C", "c", zk.c),
+                ("H", "h", zk.h),
+            )
         }
-        self._b2 = PointSection.from_mont(curve, zk.b2, g2_from_mont_array)
+        self._b2 = PointSection.from_mont(curve, zk.b2, g2_from_mont_array, KeyPlace(path, "b2"))
         self.sizes = CircuitSizes(
             n_vars=zk.n_vars,
             n_public=zk.n_public,
@@ -109,14 +196,6 @@ class ProvingKey:
             a_points=self._g1["A"].count,
             b_points=self._g1["B1"].count,
             c_points=self._g1["C"].count,
-        )
-        self.verification_key = VerificationKey(
-            curve=curve,
-            alpha1=self.alpha1,
-            beta2=self.beta2,
-            gamma2=self.gamma2,
-            delta2=self.delta2,
-            ic=tuple(g1_from_mont_array(curve, zk.ic)),
         )
         self.host_bytes = self._measure()
 

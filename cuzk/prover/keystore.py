@@ -29,14 +29,37 @@ def circuit_digest(r1cs_path: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def generate_zkey(r1cs_path: Path, out_path: Path, progress: Progress | None = None) -> Path:
-    """Run the development setup for one circuit and write its zkey and verification key."""
+def vk_path_for(zkey_path: Path) -> Path:
+    """Where the verification key of a zkey is written: ``NAME.vk.json`` beside ``NAME.zkey``."""
+    return zkey_path.with_suffix(".vk.json")
+
+
+def write_verification_key(zkey_path: Path, vk_path: Path | None = None) -> Path:
+    """The zkey's verification key in snarkjs's format (``snarkjs zkey export
+    verificationkey``), written atomically beside the key unless ``vk_path`` says otherwise."""
+    from cuzk.prover.keys import read_verification_key
+
+    vk_path = vk_path or vk_path_for(zkey_path)
+    vk = read_verification_key(zkey_path).to_json()
+    tmp = vk_path.with_name(vk_path.name + f".tmp{os.getpid()}")
+    write_json(tmp, vk)
+    os.replace(tmp, vk_path)
+    return vk_path
+
+
+def generate_zkey(
+    r1cs_path: Path, out_path: Path, progress: Progress | None = None, vk: bool = True
+) -> Path:
+    """Run the development setup for one circuit and write its zkey and (``vk``) its
+    verification key beside it."""
     r1cs = r1cs_format.read_r1cs(r1cs_path)
     key = setup(r1cs, progress=progress)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_path.with_name(out_path.name + f".tmp{os.getpid()}")
     zkey_format.write_zkey(tmp, key)
     os.replace(tmp, out_path)
+    if vk:
+        write_verification_key(out_path)
     return out_path
 
 
@@ -47,12 +70,14 @@ def ensure_zkey(
     directory = Path(keys_dir or DEFAULT_KEYS_DIR)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{proof_kind}-{circuit_digest(r1cs_path)}.zkey"
-    if path.exists():
+    if path.exists() and vk_path_for(path).exists():
         return path
     with open(directory / f".{path.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not path.exists():
             generate_zkey(r1cs_path, path, progress)
+        elif not vk_path_for(path).exists():  # a key cached before keys came with their vk
+            write_verification_key(path)
     return path
 
 

@@ -1,68 +1,60 @@
-"""Prometheus metrics of design.md section 5, on a registry owned by one engine.
+"""Prometheus metrics of docs/design.md section 5: a consumer of the engine's two doors.
 
-State metrics (worker busy, busy seconds, queue and phase counts, memory, resident keys,
-counters) are produced by a custom collector from a snapshot the engine computes from open
-leases and scopes at scrape time. Only the histograms are fed by events, with the trace id
-as exemplar. Labels never carry job or request ids.
+State metrics (worker busy, busy seconds, lease age, paused workers, queue and phase counts,
+memory, resident keys, counters) come from a collector that asks the engine for its snapshot
+at scrape time, so they are computed from open leases and scopes, never from a flag. The
+histograms are observed by a subscriber to the engine's events, with the trace id as exemplar
+only when that trace was sampled (an exemplar must point at a trace that exists). Labels
+never carry job or request ids.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.openmetrics import exposition as openmetrics
 
+from cuzk.engine.events import EngineEvent, JobSettled, MemoryWaited, PartitionPhaseEnded
+from cuzk.engine.snapshot import EngineSnapshot
+
+if TYPE_CHECKING:
+    from cuzk.engine.engine import Engine
+
 JOB_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 PHASE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 WAIT_BUCKETS = (0.0001, 0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300)
 
 
-@dataclass
-class MetricsSnapshot:
-    """Everything the collector emits, computed by the engine in one pass at scrape time."""
-
-    version: str
-    backend: str
-    workers: list[tuple[str, str, bool, float]] = field(default_factory=list)
-    worker_partitions: dict[tuple[str, str, str], int] = field(default_factory=dict)
-    jobs_queued: dict[tuple[str, str], int] = field(default_factory=dict)
-    partitions: dict[tuple[str, str], int] = field(default_factory=dict)
-    jobs_submitted: dict[str, int] = field(default_factory=dict)
-    jobs_completed: dict[tuple[str, str], int] = field(default_factory=dict)
-    memory_budget: int = 0
-    memory_reserved: dict[str, int] = field(default_factory=dict)
-    memory_waiters: int = 0
-    evictions: int = 0
-    evicted_bytes: int = 0
-    resident_keys: dict[tuple[str, str], int] = field(default_factory=dict)
-    # Per-device budgets (CUDA backend only): device -> bytes, (device, consumer) -> bytes.
-    device_memory_budget: dict[str, int] = field(default_factory=dict)
-    device_memory_reserved: dict[tuple[str, str], int] = field(default_factory=dict)
-
-
 class EngineCollector:
-    """Turns a MetricsSnapshot into metric families on every scrape."""
+    """Turns the engine's snapshot into metric families on every scrape."""
 
-    def __init__(self, view: Callable[[], MetricsSnapshot]) -> None:
-        self._view = view
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
 
     def describe(self) -> Iterable[Metric]:
         return list(self._families(None))
 
     def collect(self) -> Iterable[Metric]:
-        return list(self._families(self._view()))
+        return list(self._families(self._engine.snapshot(recent_jobs=0)))
 
-    def _families(self, s: MetricsSnapshot | None) -> Iterator[Metric]:
+    def _families(self, s: EngineSnapshot | None) -> Iterator[Metric]:
         busy = GaugeMetricFamily(
             "cuzk_gpu_worker_busy", "1 while the worker holds an open GPU-phase lease",
             labels=["worker", "device"])
         busy_s = CounterMetricFamily(
             "cuzk_gpu_worker_busy_seconds", "Seconds the worker held a GPU-phase lease",
             labels=["worker", "device"])
+        lease_age = GaugeMetricFamily(
+            "cuzk_gpu_worker_lease_age_seconds",
+            "Age of the worker's open GPU-phase lease; 0 when idle",
+            labels=["worker", "device"])
+        paused = GaugeMetricFamily(
+            "cuzk_gpu_workers_paused", "GPU workers an operator paused (they take no new work)",
+            labels=["device"])
         parts = CounterMetricFamily(
             "cuzk_gpu_worker_partitions", "Partitions whose GPU phase the worker completed",
             labels=["worker", "device", "proof_kind"])
@@ -94,85 +86,96 @@ class EngineCollector:
             "cuzk_device_memory_reserved_bytes",
             "Device bytes reserved, by consumer (CUDA backend)", labels=["device", "consumer"])
         if s is not None:
-            for worker, device, is_busy, seconds in s.workers:
-                busy.add_metric([worker, device], 1.0 if is_busy else 0.0)
-                busy_s.add_metric([worker, device], seconds)
+            paused_by_device: dict[str, int] = {}
+            for w in s.workers:
+                busy.add_metric([w.id, w.device], 1.0 if w.busy else 0.0)
+                busy_s.add_metric([w.id, w.device], w.busy_seconds)
+                lease_age.add_metric([w.id, w.device], w.lease_age_s)
+                paused_by_device[w.device] = paused_by_device.get(w.device, 0) + int(w.paused)
+            for device, n in sorted(paused_by_device.items()):
+                paused.add_metric([device], n)
             for labels, n in sorted(s.worker_partitions.items()):
                 parts.add_metric(list(labels), n)
             for labels, n in sorted(s.jobs_queued.items()):
                 queued.add_metric(list(labels), n)
-            for labels, n in sorted(s.partitions.items()):
+            for labels, n in sorted(s.partition_phases.items()):
                 phases.add_metric(list(labels), n)
             for kind, n in sorted(s.jobs_submitted.items()):
                 submitted.add_metric([kind], n)
             for labels, n in sorted(s.jobs_completed.items()):
                 completed.add_metric(list(labels), n)
-            budget.add_metric([], s.memory_budget)
-            for consumer, n in sorted(s.memory_reserved.items()):
+            mem = s.memory
+            budget.add_metric([], mem.budget_bytes)
+            for consumer, n in sorted({"proving_key": 0, "partition": 0,
+                                       **mem.reserved_by_consumer}.items()):
                 reserved.add_metric([consumer], n)
-            waiters.add_metric([], s.memory_waiters)
-            evictions.add_metric([], s.evictions)
-            evicted.add_metric([], s.evicted_bytes)
-            for labels, n in sorted(s.resident_keys.items()):
+            waiters.add_metric([], len(mem.waiters))
+            evictions.add_metric([], mem.evictions)
+            evicted.add_metric([], mem.evicted_bytes)
+            resident: dict[tuple[str, str], int] = {}
+            for kind in {k for k, _ in s.partition_phases}:
+                resident[(kind, "host")] = 0
+                if s.device_memory:
+                    resident[(kind, "device")] = 0
+            for k in s.keys:
+                resident[(k.proof_kind, "host")] = k.host_bytes
+                if k.device_bytes:
+                    resident[(k.proof_kind, "device")] = sum(k.device_bytes.values())
+            for labels, n in sorted(resident.items()):
                 keys.add_metric(list(labels), n)
             build.add_metric([s.version, s.backend], 1.0)
-            for device, n in sorted(s.device_memory_budget.items()):
-                dev_budget.add_metric([device], n)
-            for labels, n in sorted(s.device_memory_reserved.items()):
-                dev_reserved.add_metric(list(labels), n)
-        yield from (busy, busy_s, parts, queued, phases, submitted, completed, budget, reserved,
-                    waiters, evictions, evicted, keys, build)
-        if s is None or s.device_memory_budget:  # absent, not zero, where no device budget exists
+            for device, dev in sorted(s.device_memory.items()):
+                dev_budget.add_metric([device], dev.budget_bytes)
+                for consumer, n in sorted({"proving_key": 0, "gpu_phase": 0,
+                                           **dev.reserved_by_consumer}.items()):
+                    dev_reserved.add_metric([device, consumer], n)
+        yield from (busy, busy_s, lease_age, paused, parts, queued, phases, submitted, completed,
+                    budget, reserved, waiters, evictions, evicted, keys, build)
+        if s is None or s.device_memory:  # absent, not zero, where no device budget exists
             yield from (dev_budget, dev_reserved)
 
 
 class EngineMetrics:
-    """The engine's registry; with ``enabled=False`` every call is a cheap no-op."""
+    """One engine's Prometheus registry: a snapshot collector plus event-fed histograms.
 
-    def __init__(
-        self,
-        view: Callable[[], MetricsSnapshot],
-        enabled: bool = True,
-        nvml_devices: Iterable[int] = (),
-    ) -> None:
-        self.enabled = enabled
+    ``EngineMetrics(engine)`` subscribes at once; ``close()`` unsubscribes. The application
+    creates it (``cuzk serve``, the benchmark, tests); the engine does not know it exists.
+    ``nvml``: also export NVML device gauges for the engine's CUDA devices, when NVML answers.
+    """
+
+    def __init__(self, engine: Engine, nvml: bool = True) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        if not enabled:
-            return
-        self.registry.register(EngineCollector(view))
+        self.registry.register(EngineCollector(engine))
         self.job_duration = Histogram(
             "cuzk_job_duration_seconds", "Job latency from submit to its outcome",
-            ["proof_kind"], buckets=JOB_BUCKETS, registry=self.registry)
+            ["proof_kind", "status"], buckets=JOB_BUCKETS, registry=self.registry)
         self.phase_duration = Histogram(
             "cuzk_partition_phase_duration_seconds", "Time a partition spent in a phase",
             ["proof_kind", "phase"], buckets=PHASE_BUCKETS, registry=self.registry)
         self.memory_wait = Histogram(
             "cuzk_memory_acquire_wait_seconds", "Time a reservation waited for memory",
             ["consumer"], buckets=WAIT_BUCKETS, registry=self.registry)
-        devices = list(nvml_devices)
-        if devices:
-            from cuzk.telemetry.nvml import register_nvml
+        if nvml:
+            from cuzk.telemetry.nvml import cuda_device_ids, register_nvml
 
-            register_nvml(self.registry, devices)
+            devices = cuda_device_ids(engine.prover)
+            if devices:
+                register_nvml(self.registry, devices)
+        self._subscription = engine.subscribe(self.observe)
 
-    @staticmethod
-    def _exemplar(trace_id: str | None) -> dict[str, str] | None:
-        return {"trace_id": trace_id} if trace_id else None
+    def close(self) -> None:
+        self._subscription.close()
 
-    def observe_job(self, proof_kind: str, seconds: float, trace_id: str | None) -> None:
-        if self.enabled:
-            self.job_duration.labels(proof_kind).observe(seconds, self._exemplar(trace_id))
-
-    def observe_phase(
-        self, proof_kind: str, phase: str, seconds: float, trace_id: str | None
-    ) -> None:
-        if self.enabled:
-            self.phase_duration.labels(proof_kind, phase).observe(
-                seconds, self._exemplar(trace_id))
-
-    def observe_memory_wait(self, consumer: str, seconds: float) -> None:
-        if self.enabled:
-            self.memory_wait.labels(consumer).observe(seconds)
+    def observe(self, event: EngineEvent) -> None:
+        """The event subscriber: histograms only (everything else is read at scrape time)."""
+        if isinstance(event, PartitionPhaseEnded):
+            self.phase_duration.labels(event.proof_kind, event.phase).observe(
+                event.seconds, _exemplar(event.trace_id, event.sampled))
+        elif isinstance(event, JobSettled):
+            self.job_duration.labels(event.proof_kind, event.outcome).observe(
+                event.duration_s, _exemplar(event.trace_id, event.sampled))
+        elif isinstance(event, MemoryWaited):
+            self.memory_wait.labels(event.consumer).observe(event.seconds)
 
     def render(self, openmetrics_format: bool = False) -> tuple[bytes, str]:
         """Exposition bytes and content type; OpenMetrics carries the exemplars."""
@@ -183,3 +186,8 @@ class EngineMetrics:
     @staticmethod
     def wants_openmetrics(accept: str | None) -> bool:
         return bool(accept) and "application/openmetrics-text" in accept  # type: ignore[operator]
+
+
+def _exemplar(trace_id: str | None, sampled: bool) -> dict[str, str] | None:
+    """A trace id exemplar, only for a trace the sampler kept (else it links to nothing)."""
+    return {"trace_id": trace_id} if trace_id and sampled else None

@@ -62,8 +62,11 @@ class Executor:
     """Launches bodies built for ``target``; ``xp`` is the array module of its memory."""
 
     def __init__(self, target: Target, xp: Any, stream: Any = None, block: int = 128,
-                 phase_block: int = 256) -> None:
+                 phase_block: int = 256, kernels: Any = None) -> None:
         self.target = target
+        # An ahead-of-time kernel bundle (kernels/gpu/aot.py): on the CUDA target every kernel
+        # then comes from it and numba compiles nothing; None: numba JIT-compiles on first use.
+        self.kernels = kernels if target.name == "cuda" else None
         self.xp = xp
         self.stream = stream              # a CuPy stream on the device, else None
         self.block = block                # threads per block for grid kernels
@@ -76,6 +79,8 @@ class Executor:
         return self.target.name == "cuda"
 
     def _numba_stream(self) -> Any:
+        if self.kernels is not None:
+            return self.stream            # bundle kernels launch on the CuPy stream itself
         if self.stream is None:
             return 0
         if self._nb_stream is None:
@@ -85,6 +90,8 @@ class Executor:
         return self._nb_stream
 
     def _arg(self, a: Any) -> Any:
+        if self.kernels is not None:
+            return a                      # the bundle's launcher packs arrays itself
         if self.on_device and hasattr(a, "__cuda_array_interface__"):
             from numba import cuda
 
@@ -92,9 +99,11 @@ class Executor:
         return a
 
     def _kernel(self, kind: str, body: Any, nargs: int) -> Any:
-        key = f"{kind}:{id(body)}:{nargs}"
+        key = f"{kind}:{id(body)}:{nargs}:{'aot' if self.kernels is not None else 'jit'}"
 
         def build() -> Any:
+            if self.kernels is not None:
+                return self.kernels.kernel(body)
             if self.target.is_cpu:
                 return cpu_grid(body, nargs) if kind == "grid" else cpu_phases(body, nargs)
             from numba import cuda

@@ -60,14 +60,45 @@ def choose_window(m: int, scalar_bits: int = SCALAR_BITS) -> int:
     return best_c
 
 
-def device_bytes_estimate(m: int, c: int | None = None) -> int:
+def max_pieces(m: int, c: int, scalar_bits: int = SCALAR_BITS) -> int:
+    """Upper bound on accumulation chunks: every ACC_CHUNK records start one, and each of the
+    2^(c-1) buckets of every window can add one more (its run's last, partial chunk)."""
+    nwin = num_windows(c, scalar_bits)
+    return -(-nwin * m // ACC_CHUNK) + nwin * (1 << (c - 1))
+
+
+def device_bytes_phases(m: int, c: int | None = None,
+                        scalar_bits: int = SCALAR_BITS) -> dict[str, int]:
+    """Device bytes alive in each phase of one MSM of m points (beyond the resident points).
+
+    Counts every buffer of :meth:`MsmEngine.window_sums` alive at once, with N = windows x m
+    records (the bound: no zero digit) and P = :func:`max_pieces`:
+    sort: records, the sorted copy and CUB's radix-sort scratch (3 N x 8);
+    chunks: records and bucket ids, run ids, offsets and a gather temporary (5 N x 8), two
+    boolean masks (2 N); accumulate: records, lo/hi/key per chunk (3 P x 8), chunk sums
+    (P x 192), plus one reduction round (P/16 x (24 + 192)); buckets: records, the chunk sums,
+    their keys and the bucket array (B x 192 with B = windows x 2^(c-1)) and window segments.
+    Every phase also holds the uploaded scalars (m x 32).
+    """
+    c = c or choose_window(m, scalar_bits)
+    nwin = num_windows(c, scalar_bits)
+    n = nwin * m
+    p = max_pieces(m, c, scalar_bits)
+    b = nwin * (1 << (c - 1))
+    pt = XYZZ_WORDS * 4
+    scalars = m * 32
+    red = -(-p // RED_CHUNK)
+    return {
+        "sort": scalars + 3 * n * 8,
+        "chunks": scalars + 5 * n * 8 + 2 * n,
+        "accumulate": scalars + n * 8 + 3 * p * 8 + p * pt + red * (3 * 8 + pt),
+        "buckets": scalars + n * 8 + p * (pt + 8) + b * pt + (b // min(SEG, b // nwin)) * pt,
+    }
+
+
+def device_bytes_estimate(m: int, c: int | None = None, scalar_bits: int = SCALAR_BITS) -> int:
     """Peak device bytes of one MSM of m points beyond the resident points (for budgeting)."""
-    c = c or choose_window(m)
-    nwin = num_windows(c)
-    records = nwin * m * 8 * 3            # records + sort output + sort scratch
-    chunks = (nwin * m // ACC_CHUNK + nwin * (1 << (c - 1))) * XYZZ_WORDS * 4
-    buckets = nwin * (1 << (c - 1)) * XYZZ_WORDS * 4
-    return records + chunks + buckets + m * 32
+    return max(device_bytes_phases(m, c, scalar_bits).values())
 
 
 # --------------------------------------------------------------------------- per-thread bodies
@@ -171,19 +202,27 @@ class MsmEngine:
     def _chunks(self, keys: Any, size: int) -> tuple[Any, Any, Any]:
         """Cut a sorted key array into runs of equal keys, each cut into pieces of <= size.
 
-        Returns (lo, hi, key) per piece.
+        Returns (lo, hi, key) per piece. Temporaries are dropped as soon as they are used: on the
+        device this is the MSM's memory peak (see :func:`device_bytes_phases`).
         """
         xp = self.ex.xp
         n = keys.shape[0]
-        idx = xp.arange(n, dtype=np.int64)
         run_start = xp.ones(n, dtype=bool)
         if n > 1:
             run_start[1:] = keys[1:] != keys[:-1]
         starts = xp.flatnonzero(run_start)
-        run_id = xp.cumsum(run_start) - 1
-        offset = idx - starts[run_id]
-        piece_start = run_start | (offset % size == 0)
-        lo = xp.flatnonzero(piece_start).astype(np.int64)
+        run_id = xp.cumsum(run_start, dtype=np.int64)
+        run_id -= 1
+        offset = xp.arange(n, dtype=np.int64)
+        offset -= starts[run_id]
+        del run_id, starts
+        offset %= size
+        piece_start = offset == 0
+        del offset
+        piece_start |= run_start
+        del run_start
+        lo = xp.flatnonzero(piece_start).astype(np.int64, copy=False)
+        del piece_start
         hi = xp.empty_like(lo)
         hi[:-1] = lo[1:]
         hi[-1] = n
@@ -218,8 +257,9 @@ class MsmEngine:
         if nvalid == 0:
             return xp.zeros((nwin, XYZZ_WORDS), dtype=np.uint32), c
         records = records[:nvalid]
-        bucket = (records >> np.uint64(32)).astype(np.int64)
+        bucket = (records >> np.uint64(32)).view(np.int64)
         lo, hi, keys = self._chunks(bucket, ACC_CHUNK)
+        del bucket
         parts = xp.empty((lo.shape[0], XYZZ_WORDS), dtype=np.uint32)
         self.ex.grid(self.k.accumulate, lo.shape[0], records, lo, hi, points, parts)
         parts, keys = self._reduce(parts, keys)

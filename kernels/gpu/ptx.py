@@ -1,37 +1,55 @@
-"""Every GPU kernel with the argument types the host drivers launch it with, compiled to PTX.
+"""Every GPU kernel with the argument types the host drivers launch it with, compiled for sm_90.
 
-CI has no GPU: compiling each kernel for sm_90 here (and assembling with ``ptxas`` where it is
-installed) is how CI proves the device code builds.
-Usage: ``python -m kernels.gpu.ptx [--ptxas] OUT_DIR [KERNEL ...]``.
+CI has no GPU: compiling each kernel to PTX here and assembling it with ``ptxas`` is how CI proves
+the device code builds, and ``ptxas -v`` is where its register, stack and spill figures come from.
+The same compilation, written to disk with a manifest, is the ahead-of-time kernel bundle that a
+GPU host loads without any JIT (``kernels/gpu/aot.py``, ``scripts/build_gpu_kernels.py``).
 """
 
 from __future__ import annotations
 
-import os
+import re
 import shutil
 import subprocess
 import sys
-import time
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernels.gpu.runtime import (
-    PTX_CC,
-    compile_ptx,
-    cuda_target,
-    grid_kernel_source,
-    ptx_isa_version,
-    ptx_target,
-)
+from kernels.gpu.runtime import PTX_CC, compile_ptx, cuda_target, grid_kernel_source
+
+ARCH = f"sm_{PTX_CC[0]}{PTX_CC[1]}"
+
+# Stack budget per kernel (bytes of ptxas "cumulative stack size" per thread), set from what the
+# kernels achieve (see kernels/gpu/README.md); no kernel may spill registers at all.
+STACK_BUDGET_BYTES: dict[str, int] = {
+    "ntt_pass": 0,
+    "ntt_twiddles": 0,
+    "ntt_coset_shift": 0,
+    "ntt_scale": 0,
+    "ntt_bitrev": 0,
+    "to_limb_major": 0,
+    "from_limb_major": 0,
+    "h_join_abc": 0,
+    "msm_digits": 0,
+    "msm_accumulate": 208,
+    "msm_sum": 304,
+    "msm_window_segment": 720,
+}
 
 
 @dataclass(frozen=True)
 class KernelSpec:
+    """One launched kernel: ``kind`` "grid" (body(i, *args)) or "phase" (barrier-separated)."""
+
     name: str
-    pyfunc: Callable[..., None]
-    sig: tuple
+    kind: str
+    body: Any                       # the per-thread device function the host drivers launch
+    nargs: int                      # arguments of ``body`` after the thread/phase indices
+    pyfunc: Callable[..., None]     # the generated kernel (not yet jitted)
+    sig: tuple                      # numba types of the kernel's parameters
 
 
 def kernel_specs() -> list[KernelSpec]:
@@ -53,11 +71,13 @@ def kernel_specs() -> list[KernelSpec]:
     b = nt.boolean
 
     def grid(name: str, body: Any, *args: Any) -> KernelSpec:
-        return KernelSpec(name, grid_kernel_source(body, len(args)), (i64, *args))
+        return KernelSpec(name, "grid", body, len(args), grid_kernel_source(body, len(args)),
+                          (i64, *args))
 
+    phase_args = (u32_2, u32_2, i64, i64, i64, i64, b, b)
     return [
-        KernelSpec("ntt_pass", phase_kernel_source(ntt.pass_phase, 8),
-                   (i64, u32_2, u32_2, i64, i64, i64, i64, b, b)),
+        KernelSpec("ntt_pass", "phase", ntt.pass_phase, len(phase_args),
+                   phase_kernel_source(ntt.pass_phase, len(phase_args)), (i64, *phase_args)),
         grid("ntt_twiddles", ntt.twiddle, u32_2, u32_2, i64, u32_2),
         grid("ntt_coset_shift", ntt.coset, u32_2, u32_2, u32_2, i64, i64),
         grid("ntt_scale", ntt.scale, u32_2, u32_1),
@@ -72,6 +92,57 @@ def kernel_specs() -> list[KernelSpec]:
     ]
 
 
+def sig_to_json(sig: tuple) -> list[Any]:
+    """Kernel parameter types as data: "int64", "bool", or ["array", dtype, ndim]."""
+    from numba import types as nt
+
+    out: list[Any] = []
+    for ty in sig:
+        if isinstance(ty, nt.Array):
+            if ty.layout != "C":
+                raise ValueError(f"only C-contiguous array parameters are supported, got {ty}")
+            out.append(["array", str(ty.dtype), ty.ndim])
+        elif ty == nt.boolean:
+            out.append("bool")
+        elif isinstance(ty, nt.Integer):
+            out.append(str(ty))
+        else:
+            raise ValueError(f"unsupported kernel parameter type {ty}")
+    return out
+
+
+def compile_kernel(name: str) -> tuple[str, float]:
+    """PTX text of kernel ``name`` for sm_90 and the seconds NVVM took."""
+    import time
+
+    spec = next((s for s in kernel_specs() if s.name == name), None)
+    if spec is None:
+        raise KeyError(f"no kernel named {name!r}")
+    t0 = time.perf_counter()
+    ptx = compile_ptx(spec.pyfunc, spec.sig, PTX_CC)
+    return ptx, time.perf_counter() - t0
+
+
+# --------------------------------------------------------------------------- PTX facts
+
+def entry_name(ptx: str) -> str:
+    """The mangled name of the module's single ``.entry``."""
+    names = re.findall(r"\.entry\s+([A-Za-z0-9_$.]+)\s*\(", ptx)
+    if len(names) != 1:
+        raise ValueError(f"expected one .entry in the PTX module, found {len(names)}")
+    return names[0]
+
+
+def entry_param_types(ptx: str) -> list[str]:
+    """PTX types of the entry's parameters in order, e.g. ["u64", "u64", "u8"]."""
+    m = re.search(r"\.entry\s+[A-Za-z0-9_$.]+\s*\((.*?)\)", ptx, re.S)
+    if m is None:
+        raise ValueError("no .entry parameter list in the PTX module")
+    return re.findall(r"\.param\s+\.(\w+)", m.group(1))
+
+
+# --------------------------------------------------------------------------- ptxas
+
 def find_ptxas() -> str | None:
     """ptxas: the pinned nvidia-cuda-nvcc wheel first (CI installs it), then PATH, the toolkit."""
     for cand in (Path(sys.prefix) / "lib").glob("python3*/site-packages/nvidia/cu13/bin/ptxas"):
@@ -84,55 +155,84 @@ def find_ptxas() -> str | None:
     return str(toolkit) if toolkit.exists() else None
 
 
-def assemble(ptx: str, arch: str = "sm_90", ptxas: str | None = None) -> str:
-    """Assemble PTX to SASS with ptxas; returns its resource report (raises on failure)."""
+def ptxas_version(ptxas: str | None = None) -> str:
     exe = ptxas or find_ptxas()
     if exe is None:
         raise FileNotFoundError("ptxas not found")
-    import tempfile
+    out = subprocess.run([exe, "--version"], capture_output=True, text=True, check=True).stdout
+    return out.strip().splitlines()[-1]
 
+
+def assemble(ptx: str, arch: str = ARCH, ptxas: str | None = None) -> tuple[bytes, str]:
+    """Assemble PTX to a cubin with ``ptxas -v``; returns (cubin bytes, full -v report)."""
+    exe = ptxas or find_ptxas()
+    if exe is None:
+        raise FileNotFoundError("ptxas not found")
     with tempfile.TemporaryDirectory() as d:
-        src = Path(d) / "k.ptx"
+        src, dst = Path(d) / "k.ptx", Path(d) / "k.cubin"
         src.write_text(ptx)
-        res = subprocess.run([exe, f"-arch={arch}", "-v", str(src), "-o", str(Path(d) / "k.cubin")],
+        res = subprocess.run([exe, f"-arch={arch}", "-v", str(src), "-o", str(dst)],
                              capture_output=True, text=True, check=False)
-    if res.returncode != 0:
-        raise RuntimeError(f"ptxas failed: {res.stderr.strip()}")
-    return res.stderr.strip()
+        if res.returncode != 0:
+            raise RuntimeError(f"ptxas failed: {res.stderr.strip()}")
+        return dst.read_bytes(), res.stderr
 
 
-def main(argv: list[str]) -> int:
-    """``python -m kernels.gpu.ptx [--ptxas] OUT_DIR [NAME ...]``: NAME.ptx files + a summary."""
-    import json
-
-    if not argv:
-        print("usage: python -m kernels.gpu.ptx OUT_DIR [KERNEL ...]", file=sys.stderr)
-        return 2
-    use_ptxas = "--ptxas" in argv
-    argv = [a for a in argv if a != "--ptxas"]
-    out = Path(argv[0])
-    only = set(argv[1:])
-    out.mkdir(parents=True, exist_ok=True)
-    summary = {}
-    for spec in kernel_specs():
-        if only and spec.name not in only:
-            continue
-        t0 = time.perf_counter()
-        ptx = compile_ptx(spec.pyfunc, spec.sig, PTX_CC)
-        secs = time.perf_counter() - t0
-        (out / f"{spec.name}.ptx").write_text(ptx)
-        summary[spec.name] = {"seconds": round(secs, 2), "chars": len(ptx),
-                              "version": ptx_isa_version(ptx), "target": ptx_target(ptx)}
-        if use_ptxas:
-            report = assemble(ptx)
-            summary[spec.name]["ptxas"] = [ln for ln in report.splitlines() if "Used" in ln
-                                           or "spill" in ln][-2:]
-        print(f"{spec.name}: PTX {summary[spec.name]['version']} "
-              f"{summary[spec.name]['target']}, {len(ptx)} chars, {secs:.1f}s", flush=True)
-    name = "summary.json" if not only else f"summary-{os.getpid()}.json"
-    (out / name).write_text(json.dumps(summary, indent=1))
-    return 0
+_PROPS = re.compile(r"Function properties for (\S+)\s*\n\s*(\d+) bytes stack frame, "
+                    r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 
 
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+def _used_line(report: str, entry: str) -> str | None:
+    """The "Used N registers, ..." line ptxas prints after compiling ``entry``."""
+    current = None
+    for line in report.splitlines():
+        m = re.search(r"Compiling entry function '(\S+)'", line)
+        if m:
+            current = m.group(1)
+        elif current == entry and "Used" in line and "registers" in line:
+            return line
+    return None
+
+
+def _num(pattern: str, line: str) -> int | None:
+    m = re.search(pattern, line)
+    return int(m.group(1)) if m else None
+
+
+def resource_report(report: str, entry: str) -> dict[str, Any]:
+    """Registers, stack and spills of ``entry`` from a full ``ptxas -v`` report.
+
+    Stack is the entry's cumulative stack (its frame plus the deepest call chain); spills are
+    summed over every function in the module (a spill in a called device function counts).
+    """
+    functions = {m.group(1): {"stack_frame": int(m.group(2)), "spill_stores": int(m.group(3)),
+                              "spill_loads": int(m.group(4))} for m in _PROPS.finditer(report)}
+    used = _used_line(report, entry)
+    if used is None or entry not in functions:
+        raise ValueError(f"ptxas report has no resource lines for entry {entry}:\n{report}")
+    own = functions[entry]
+    cumulative = _num(r"(\d+) bytes cumulative stack size", used)
+    return {
+        "registers": _num(r"Used (\d+) registers", used),
+        "barriers": _num(r"used (\d+) barriers", used) or 0,
+        "shared_bytes": _num(r"(\d+) bytes smem", used) or 0,
+        "stack_frame": own["stack_frame"],
+        "stack_bytes": own["stack_frame"] if cumulative is None else cumulative,
+        "spill_stores": sum(f["spill_stores"] for f in functions.values()),
+        "spill_loads": sum(f["spill_loads"] for f in functions.values()),
+        "functions": len(functions),
+    }
+
+
+def budget_problems(name: str, res: dict[str, Any]) -> list[str]:
+    """Why kernel ``name``'s resources break the budget (empty: within it)."""
+    problems = []
+    if res["spill_stores"] or res["spill_loads"]:
+        problems.append(f"{name} spills ({res['spill_stores']} bytes stores, "
+                        f"{res['spill_loads']} bytes loads)")
+    budget = STACK_BUDGET_BYTES.get(name)
+    if budget is None:
+        problems.append(f"{name} has no stack budget in kernels/gpu/ptx.py")
+    elif res["stack_bytes"] > budget:
+        problems.append(f"{name} uses {res['stack_bytes']} bytes of stack, budget {budget}")
+    return problems

@@ -55,11 +55,19 @@ class Target:
     dev: Any                       # module with .local.array(shape, dtype)
     fr: types.SimpleNamespace      # kernels.field scalar ops for Fr, built with ``jit``
     fq: types.SimpleNamespace      # ... and for Fq
+    # decorator for device functions that must be inlined into their caller (NVVM alwaysinline):
+    # a point accumulator passed to a non-inlined call lives in local memory (stack), inlined it
+    # can stay in registers. Same as ``jit`` off the device.
+    jit_inline: Callable[[Any], Any] | None = None
     cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def is_cpu(self) -> bool:
         return self.name == "cpu"
+
+    @property
+    def inline(self) -> Callable[[Any], Any]:
+        return self.jit_inline or self.jit
 
     def memo(self, key: str, build: Callable[[], Any]) -> Any:
         """Build a kernel family once per target (builders are costly: they create dispatchers)."""
@@ -85,7 +93,8 @@ def cuda_target() -> Target:
         return Target("cudasim", jit, _cpu_dev_module(), make_scalar_ops(FR_PARAMS, jit),
                       make_scalar_ops(FQ_PARAMS, jit))
     return Target("cuda", jit, cuda, make_scalar_ops(FR_PARAMS, jit),
-                  make_scalar_ops(FQ_PARAMS, jit))
+                  make_scalar_ops(FQ_PARAMS, jit),
+                  jit_inline=cuda.jit(device=True, forceinline=True))
 
 
 # --------------------------------------------------------------------------- kernel generation

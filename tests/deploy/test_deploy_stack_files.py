@@ -135,11 +135,14 @@ def test_prometheus_scrapes_the_engine_where_it_listens():
     cuzk = next(j for j in cfg["scrape_configs"] if j["job_name"] == "cuzk")
     assert cuzk["static_configs"][0]["targets"] == [f"cuzk:{port}"]
     from cuzk.api.app import create_app
+    from cuzk.config import load_config
 
     class _NoEngine:
         pass
 
-    paths = {getattr(r, "path", None) for r in create_app(_NoEngine(), None).routes}
+    # Routes only: no engine, so no metrics subscribed to it (the /metrics route stays).
+    config = load_config(None, env={"CUZK_TELEMETRY_METRICS": "false"})
+    paths = {getattr(r, "path", None) for r in create_app(_NoEngine(), config).routes}
     assert cuzk.get("metrics_path", "/metrics") in paths
     assert "/healthz" in paths and "/readyz" in paths
 

@@ -14,7 +14,7 @@ import pytest
 from cuzk.curves import BLS12_381
 from kernels import ntt
 from kernels.field import FR
-from tests._tools import require_tool
+from tests._tools import require_node_modules
 
 r = BLS12_381.r
 R = 1 << 256
@@ -111,8 +111,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.parametrize("log_n", [3, 10])
 def test_equals_ffjavascript(log_n: int) -> None:
     """Bit-for-bit equality with the library snarkjs's prover calls (Fr.fft, Fr.ifft, odd coset)."""
-    has_lib = (ROOT / "node_modules" / "ffjavascript").is_dir()
-    require_tool("node", None if has_lib else "", hint="with node_modules/ffjavascript (npm ci)")
+    require_node_modules("ffjavascript")
     xs = rand_vals(1 << log_n, 100 + log_n)
     request = json.dumps({"values": [str(v) for v in xs]})
     proc = subprocess.run(["node", str(NODE_SCRIPT)], input=request, capture_output=True, text=True,

@@ -22,8 +22,8 @@ from starlette.testclient import TestClient
 from cuzk.api.app import MAX_WAIT_SECONDS, create_app
 from cuzk.config import Config, ServerConfig, TelemetryConfig
 from cuzk.engine.engine import Engine
-from cuzk.engine.testing import ScriptedProver
 from cuzk.errors import WitnessError
+from cuzk.testing import ScriptedProver
 
 # Starlette's TestClient nags about httpx and per-request timeouts; neither matters here.
 pytestmark = pytest.mark.filterwarnings("ignore::starlette.exceptions.StarletteDeprecationWarning")
@@ -40,8 +40,14 @@ def config() -> Config:
     return Config(server=ServerConfig(max_body_bytes=BODY_LIMIT))
 
 
+def numeric(tag: str) -> str:
+    """A tag as a decimal string: signal values must be field elements (the API checks)."""
+    return str(int.from_bytes(tag.encode(), "big"))
+
+
 def porep(tag: str = "p", **extra: Any) -> dict[str, Any]:
-    return {"proof_kind": "porep-c2", "inputs": [{"tag": f"{tag}{i}"} for i in range(3)], **extra}
+    inputs = [{"tag": numeric(f"{tag}{i}")} for i in range(3)]
+    return {"proof_kind": "porep-c2", "inputs": inputs, **extra}
 
 
 def wait_done(client: TestClient, job_id: str) -> dict[str, Any]:
@@ -74,7 +80,7 @@ def test_submit_then_long_poll_returns_proofs(client: TestClient) -> None:
     assert len(job["partitions"]) == 3
     done = wait_done(client, job["id"])
     assert done["state"] == "succeeded"
-    assert [p["public"] for p in done["proofs"]] == [["a0"], ["a1"], ["a2"]]
+    assert [p["public"] for p in done["proofs"]] == [[numeric(f"a{i}")] for i in range(3)]
     assert all(p["phase"] == "done" for p in done["partitions"])
 
 
@@ -89,7 +95,7 @@ def test_submit_is_idempotent_on_request_id(client: TestClient, prover: Scripted
 
 def test_priority_and_default_priority(client: TestClient) -> None:
     j = client.post(
-        "/v1/proofs", json={"proof_kind": "winning-post", "inputs": [{"tag": "w"}]}
+        "/v1/proofs", json={"proof_kind": "winning-post", "inputs": [{"tag": "7"}]}
     ).json()
     assert j["priority"] == "critical"
     j = client.post("/v1/proofs", json=porep(priority="low")).json()
@@ -240,7 +246,7 @@ def test_openapi_covers_every_route_and_body(client: TestClient, app: Any) -> No
 
 # --------------------------------------------------------------------------- bad input
 
-_OK_INPUTS = [{"tag": "x"}] * 3
+_OK_INPUTS = [{"tag": "1"}] * 3
 
 BAD_REQUESTS: list[tuple[str, str, str, dict[str, Any], int, str]] = [
     # (name, method, path, httpx kwargs, status, text the error must contain)
@@ -355,7 +361,7 @@ def test_bad_input_is_refused_and_disturbs_nothing(
 
 def test_bad_requests_leave_a_running_job_alone(client: TestClient, prover: ScriptedProver) -> None:
     """A job held in its GPU phase while every bad request arrives still completes normally."""
-    gate = prover.hold("gpu", "busy0")
+    gate = prover.hold("gpu", numeric("busy0"))
     job = client.post("/v1/proofs", json=porep("busy")).json()
     assert gate.wait_entered()
     for _, method, path, kwargs, status, _ in BAD_REQUESTS:

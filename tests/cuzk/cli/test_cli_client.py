@@ -19,7 +19,7 @@ from cuzk.cli import submit as submit_cmd
 from cuzk.cli._http import CliError
 from cuzk.cli.main import main
 from cuzk.engine.engine import Engine
-from cuzk.engine.testing import ScriptedProver
+from cuzk.testing import ScriptedProver
 
 # Starlette's TestClient nags about httpx and per-request timeouts; neither matters here.
 pytestmark = pytest.mark.filterwarnings("ignore::starlette.exceptions.StarletteDeprecationWarning")
@@ -77,27 +77,27 @@ def test_submit_input_file_array_and_object(
     client: TestClient, prover: ScriptedProver, tmp_path: Path
 ) -> None:
     arr = tmp_path / "inputs.json"
-    arr.write_text(json.dumps([{"tag": "a"}, {"tag": "b"}, {"tag": "c"}]))
+    arr.write_text(json.dumps([{"tag": "1"}, {"tag": "2"}, {"tag": "3"}]))
     code, _, err = run_submit(client, input=str(arr), out=str(tmp_path / "a"))
     assert code == 0, err
     publics = [json.loads((tmp_path / "a" / f"public_{i}.json").read_text()) for i in range(3)]
-    assert publics == [["a"], ["b"], ["c"]]
+    assert publics == [["1"], ["2"], ["3"]]
 
     one = tmp_path / "one.json"
-    one.write_text(json.dumps({"tag": "w"}))
+    one.write_text(json.dumps({"tag": "4"}))
     code, _, err = run_submit(
         client, proof_kind="winning-post", input=str(one), out=str(tmp_path / "w")
     )
     assert code == 0, err
-    assert json.loads((tmp_path / "w" / "public_0.json").read_text()) == ["w"]
+    assert json.loads((tmp_path / "w" / "public_0.json").read_text()) == ["4"]
 
 
 def test_submit_reports_a_failed_job(
     client: TestClient, prover: ScriptedProver, tmp_path: Path
 ) -> None:
-    prover.fail("finalize", "x1", RuntimeError("self-verification failed"))
+    prover.fail("finalize", "11", RuntimeError("self-verification failed"))
     inputs = tmp_path / "inputs.json"
-    inputs.write_text(json.dumps([{"tag": "x0"}, {"tag": "x1"}, {"tag": "x2"}]))
+    inputs.write_text(json.dumps([{"tag": "10"}, {"tag": "11"}, {"tag": "12"}]))
     code, _, err = run_submit(client, input=str(inputs), out=str(tmp_path / "out"))
     assert code == 1
     assert "failed" in err and "self-verification failed" in err
@@ -154,10 +154,10 @@ def test_status_frame_shows_proving_workers_and_phases(
 ) -> None:
     """One frame while two partitions are held in their GPU phase (both workers busy) and the
     third waits in the GPU queue behind them."""
-    gates = [prover.hold("gpu", f"s{i}") for i in range(3)]
+    gates = [prover.hold("gpu", f"50{i}") for i in range(3)]
     job = client.post(
         "/v1/proofs",
-        json={"proof_kind": "porep-c2", "inputs": [{"tag": f"s{i}"} for i in range(3)]},
+        json={"proof_kind": "porep-c2", "inputs": [{"tag": f"50{i}"} for i in range(3)]},
     ).json()
     try:
         assert gates[0].wait_entered() and gates[1].wait_entered()
@@ -178,9 +178,9 @@ def test_status_frame_shows_proving_workers_and_phases(
     assert [w[2] for w in workers] == ["proving", "proving"]
     assert all(w[3] == job["id"] and w[4] == "porep-c2" for w in workers)  # in full
     assert sorted(w[5] for w in workers) == ["0", "1"]
-    # Columns: mem wait, synth, gpu queue, proving, finalize, total.
+    # Columns: synth queue, mem wait, synth, gpu queue, proving, finalize, total.
     row = next(line.split() for line in lines if line.lstrip().startswith("porep-c2"))
-    assert row == ["porep-c2", "·", "·", "1", "2", "·", "3"], row
+    assert row == ["porep-c2", "·", "·", "·", "1", "2", "·", "3"], row
     assert "Memory budget" in text and "/ 1.0 MiB" in text  # the 1 MiB budget
     assert "proving_key 1000 B" in text  # the resident key's reservation
     assert "Resident proving keys" in text

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import threading
 
-from cuzk.engine.testing import make_test_engine, wait_until
+from cuzk.testing import make_test_engine, metrics_of, wait_until
 
 
 def _gauge(engine, worker_id: str) -> float | None:
-    return engine.metrics.registry.get_sample_value(
+    return metrics_of(engine).registry.get_sample_value(
         "cuzk_gpu_worker_busy", {"worker": worker_id, "device": "cpu"})
 
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from cuzk.engine.jobs import Job, Partition
-from cuzk.engine.testing import make_test_engine
+from cuzk.testing import make_test_engine, metrics_of
 
 N_WORKERS = 3
 TOTAL, ABC = 100, 60
@@ -113,7 +113,7 @@ class LeaseMachine(RuleBasedStateMachine):
 
     @invariant()
     def gauges_match_open_leases(self) -> None:
-        reg = self.engine.metrics.registry
+        reg = metrics_of(self.engine).registry
         status = {w["id"]: w for w in self.engine.status()["workers"]}
         for i, worker in enumerate(self.workers):
             labels = {"worker": worker.id, "device": "cpu"}
@@ -132,7 +132,7 @@ class LeaseMachine(RuleBasedStateMachine):
     def budget_equals_live_reservations(self) -> None:
         live = [r for _, _, r in self.leases.values()] + [r for _, r in self.finalizing]
         assert self.engine.host_budget.reserved == sum(r.held for r in live)
-        assert self.engine.metrics.registry.get_sample_value(
+        assert metrics_of(self.engine).registry.get_sample_value(
             "cuzk_memory_reserved_bytes", {"consumer": "partition"}) == sum(r.held for r in live)
         for p, _ in self.finalizing:
             assert p.phase == "finalizing"
@@ -151,7 +151,7 @@ class LeaseMachine(RuleBasedStateMachine):
         assert self.engine.host_budget.reserved == 0
         assert self.engine.spans.open_spans() == []
         assert all(p.open_scopes() == [] and p.outcome for p in self.partitions)
-        reg = self.engine.metrics.registry
+        reg = metrics_of(self.engine).registry
         for w in self.workers:
             assert reg.get_sample_value(
                 "cuzk_gpu_worker_busy", {"worker": w.id, "device": "cpu"}) == 0.0

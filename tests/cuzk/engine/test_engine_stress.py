@@ -11,7 +11,7 @@ import random
 import threading
 import time
 
-from cuzk.engine.testing import make_test_engine, wait_until
+from cuzk.testing import make_test_engine, metrics_of, wait_until
 
 KINDS = {"one": (1, "critical"), "three": (3, "high"), "five": (5, "normal")}
 
@@ -28,7 +28,7 @@ def test_no_sample_shows_a_leased_worker_idle():
     violations: list[str] = []
 
     def read_gauges() -> dict[str, tuple[float | None, float | None]]:
-        reg = engine.metrics.registry
+        reg = metrics_of(engine).registry
         out = {}
         for w in engine.workers:
             labels = {"worker": w.id, "device": "cpu"}

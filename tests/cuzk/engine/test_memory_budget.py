@@ -10,8 +10,8 @@ import pytest
 
 from cuzk.engine.keys import KeyResidency
 from cuzk.engine.memory import MemoryBudget, ReservationError, auto_budget
-from cuzk.engine.testing import ScriptedKind, ScriptedProver, wait_until
 from cuzk.errors import MemoryRequestTooLarge
+from cuzk.testing import ScriptedKind, ScriptedProver, wait_until
 
 
 def test_partial_release_then_context_exit_releases_rest():

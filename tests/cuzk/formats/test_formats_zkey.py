@@ -120,7 +120,8 @@ def _patch(tmp_path: Path, section: int, offset: int, new: bytes) -> Path:
 def test_unknown_base_prime(tmp_path: Path) -> None:
     p = _patch(tmp_path, 2, 4, (Q - 2).to_bytes(48, "little"))
     with pytest.raises(
-        FormatError, match=r"bad\.zkey: base field prime 0x.* is not a known curve's"
+        FormatError,
+        match=r"bad\.zkey: section 2 \(Groth16 header\): base field prime 0x.* is not a known",
     ):
         read_zkey(p)
 
@@ -151,7 +152,9 @@ def test_header_counts_disagree_with_sections(tmp_path: Path) -> None:
 
 def test_coefficient_count_and_values(tmp_path: Path) -> None:
     p = _patch(tmp_path, 4, 0, (8).to_bytes(4, "little"))
-    with pytest.raises(FormatError, match="coefficients section is 312 bytes, expected 356 for 8"):
+    with pytest.raises(
+        FormatError, match=r"section 4 \(coefficients\) is 312 bytes, expected 356 for 8"
+    ):
         read_zkey(p)
     p = _patch(tmp_path, 4, 4 + 8, (99).to_bytes(4, "little"))  # first coefficient's signal
     with pytest.raises(FormatError, match="refers to a signal beyond nVars"):

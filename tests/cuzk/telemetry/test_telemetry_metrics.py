@@ -1,21 +1,24 @@
-"""Metric exposition matches design.md section 5: names, types, labels, exemplars, monotonic."""
+"""Metric exposition matches docs/design.md section 5: names, types, labels, exemplars,
+monotonic counters."""
 
 from __future__ import annotations
 
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-from cuzk.engine.testing import ScriptedKind, ScriptedProver, make_test_engine, wait_until
+from cuzk.testing import ScriptedKind, ScriptedProver, make_test_engine, metrics_of, wait_until
 
 # family name (as the OpenMetrics parser reports it) -> (type, label names)
 CONTRACT = {
     "cuzk_gpu_worker_busy": ("gauge", {"worker", "device"}),
     "cuzk_gpu_worker_busy_seconds": ("counter", {"worker", "device"}),
+    "cuzk_gpu_worker_lease_age_seconds": ("gauge", {"worker", "device"}),
+    "cuzk_gpu_workers_paused": ("gauge", {"device"}),
     "cuzk_gpu_worker_partitions": ("counter", {"worker", "device", "proof_kind"}),
     "cuzk_jobs_queued": ("gauge", {"proof_kind", "priority"}),
     "cuzk_partitions": ("gauge", {"proof_kind", "phase"}),
     "cuzk_jobs_submitted": ("counter", {"proof_kind"}),
     "cuzk_jobs_completed": ("counter", {"proof_kind", "status"}),
-    "cuzk_job_duration_seconds": ("histogram", {"proof_kind"}),
+    "cuzk_job_duration_seconds": ("histogram", {"proof_kind", "status"}),
     "cuzk_partition_phase_duration_seconds": ("histogram", {"proof_kind", "phase"}),
     "cuzk_memory_budget_bytes": ("gauge", set()),
     "cuzk_memory_reserved_bytes": ("gauge", {"consumer"}),
@@ -31,7 +34,7 @@ KINDS = {"winning-post": (1, "critical"), "snap-update": (4, "normal")}
 
 
 def _families(engine):
-    text, ctype = engine.metrics.render(openmetrics_format=True)
+    text, ctype = metrics_of(engine).render(openmetrics_format=True)
     assert ctype.startswith("application/openmetrics-text")
     return {f.name: f for f in text_string_to_metric_families(text.decode())}
 
@@ -148,13 +151,17 @@ def test_queued_jobs_gauge_counts_jobs_waiting_for_memory():
         assert first.state == "succeeded"
 
 
-def test_metrics_disabled_registry_is_empty():
-    engine, _, _ = make_test_engine(KINDS, metrics_enabled=False)
+def test_engine_without_telemetry_still_counts():
+    """Metrics and tracing belong to the application: an engine nobody subscribed to records
+    no spans and publishes to no one, and its snapshot still counts."""
+    engine, _, spans = make_test_engine(KINDS, metrics_enabled=False, tracing_enabled=False)
     with engine:
         job = engine.submit("winning-post", [{}])
         assert engine.wait(job.id, 5).state == "succeeded"
-        assert b"cuzk_" not in engine.metrics.render()[0]
+        assert not engine.events.active
         assert engine.status()["counters"]["jobs_submitted"]["winning-post"] == 1
+        assert job.trace_id is None
+    assert spans.get_finished_spans() == ()
 
 
 def test_device_budgets_are_reported_per_device():

@@ -11,7 +11,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from cuzk.engine.engine import Engine
 from cuzk.engine.settings import EngineSettings, ProofKindSettings
-from cuzk.engine.testing import ScriptedProver
+from cuzk.telemetry.tracing import build_tracer_provider
+from cuzk.testing import ScriptedProver
 
 
 class _Collector(BaseHTTPRequestHandler):
@@ -52,10 +53,12 @@ def test_spans_are_exported_over_otlp_http(collector, monkeypatch):
         memory_budget_bytes=1 << 20,
         proof_kinds={"winning-post": ProofKindSettings("winning-post", 1, "critical")},
     )
-    engine = Engine(settings, prover=ScriptedProver()).start()
+    provider = build_tracer_provider(settings.service_name)  # as cuzk serve wires it
+    engine = Engine(settings, prover=ScriptedProver(), tracer_provider=provider).start()
     job = engine.submit("winning-post", [{"tag": "x"}])
     assert engine.wait(job.id, 10).state == "succeeded"
-    engine.shutdown(timeout=10)  # flushes the batch processor
+    engine.shutdown(timeout=10)
+    provider.shutdown()  # flushes the batch processor
 
     spans = {}
     services = set()

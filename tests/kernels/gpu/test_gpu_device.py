@@ -1,9 +1,11 @@
 """CudaBackend and the kernels on a real GPU. Without a CUDA device (CI never has one) the device
-tests skip — that is expected; benchmarks/gpu_check.sh runs them on a GPU machine. The probe and
-the error types are checked everywhere."""
+tests skip, unless CUZK_REQUIRE_GPU=1 (set by benchmarks/gpu_check.sh on the GPU machine): then a
+missing device fails them with the probe's reason. The probe and the error types are checked
+everywhere."""
 
 from __future__ import annotations
 
+import logging
 import random
 from types import SimpleNamespace
 
@@ -13,28 +15,78 @@ from py_arkworks_bls12381 import G1Point, Scalar
 
 from cuzk.curves import BLS12_381
 from cuzk.errors import CuzkError
+from cuzk.prover import cuda_backend
 from cuzk.prover.cuda_backend import (
     CudaBackend,
     CudaError,
     DeviceOutOfMemory,
     cuda_available,
     cuda_device_count,
+    cuda_unavailable_reason,
 )
 from kernels import qap
 from kernels.field import FR, ints_to_array
 from kernels.gpu.g1 import g1_to_affine_mont
 
 R = BLS12_381.r
-needs_gpu = pytest.mark.skipif(
-    not cuda_available(), reason="needs a CUDA device (none in CI; run benchmarks/gpu_check.sh)"
-)
+
+
+def require_gpu() -> None:
+    """Skip without a usable device, or fail when CUZK_REQUIRE_GPU=1 demands one."""
+    if cuda_available():
+        return
+    msg = f"needs a CUDA device: {cuda_unavailable_reason()}"
+    if cuda_backend.gpu_required():
+        pytest.fail(f"CUZK_REQUIRE_GPU=1 and no usable device: {cuda_unavailable_reason()}")
+    pytest.skip(msg + " (none in CI; run benchmarks/gpu_check.sh)")
 
 
 def test_probe_is_consistent():
     assert cuda_available() == (cuda_device_count() > 0)
+    assert (cuda_unavailable_reason() is None) == cuda_available()
     if not cuda_available():
         with pytest.raises(CudaError, match="no usable CUDA device"):
             CudaBackend(0)
+
+
+def test_probe_logs_why_cuda_is_unusable(monkeypatch, caplog):
+    """A broken CUDA stack is reported with its cause, not swallowed."""
+    import sys
+
+    cuda_backend._probe.cache_clear()
+    monkeypatch.delenv("NUMBA_ENABLE_CUDASIM", raising=False)
+    broken = type(sys)("cupy")
+
+    class _Runtime:
+        @staticmethod
+        def getDeviceCount():
+            raise RuntimeError("cudaErrorInsufficientDriver: driver too old")
+
+    broken.cuda = type(sys)("cupy.cuda")
+    broken.cuda.runtime = _Runtime
+    monkeypatch.setitem(sys.modules, "cupy", broken)
+    try:
+        with caplog.at_level(logging.WARNING, logger="cuzk.prover.cuda_backend"):
+            assert cuda_device_count() == 0
+        assert "cudaErrorInsufficientDriver" in cuda_unavailable_reason()
+        assert any("CUDA backend unusable" in r.getMessage()
+                   and "driver too old" in r.getMessage() for r in caplog.records)
+        with pytest.raises(CudaError, match="driver too old"):
+            CudaBackend(0)
+    finally:
+        cuda_backend._probe.cache_clear()
+
+
+def test_require_gpu_turns_the_skip_into_a_failure(monkeypatch):
+    """CUZK_REQUIRE_GPU=1 without a device: the device tests fail (with the reason) instead of
+    skipping, so a broken device image cannot pass the device check."""
+    monkeypatch.setattr(cuda_backend, "_probe", lambda: (0, "no driver here"))
+    monkeypatch.setenv("CUZK_REQUIRE_GPU", "1")
+    with pytest.raises(pytest.fail.Exception, match="no driver here"):
+        require_gpu()
+    monkeypatch.setenv("CUZK_REQUIRE_GPU", "0")
+    with pytest.raises(pytest.skip.Exception, match="no driver here"):
+        require_gpu()
 
 
 def test_out_of_memory_error_is_a_clear_cuzk_error():
@@ -63,10 +115,10 @@ def _fake_key(m: int, log_n: int, seed: int = 1):
 
 @pytest.fixture(scope="module")
 def backend():
+    require_gpu()
     return CudaBackend(0)
 
 
-@needs_gpu
 @pytest.mark.parametrize("log_n", [1, 5, 11, 14])
 def test_device_h_matches_cpu(backend, log_n):
     n = 1 << log_n
@@ -75,7 +127,6 @@ def test_device_h_matches_cpu(backend, log_n):
     assert np.array_equal(backend.h_evaluations(key, a, b, c), qap.h_evaluations(a, b, c, log_n))
 
 
-@needs_gpu
 @pytest.mark.parametrize("section", ["A", "B1", "C", "H"])
 def test_device_msm_matches_arkworks(backend, section):
     key, _, sections = _fake_key(600, 9)
@@ -92,7 +143,6 @@ def test_device_msm_matches_arkworks(backend, section):
     assert backend.msm_g1(key, section, ints_to_array(sc, 8)) == want
 
 
-@needs_gpu
 def test_device_oom_fails_cleanly_and_backend_recovers(backend):
     import cupy
 
@@ -112,6 +162,33 @@ def test_device_oom_fails_cleanly_and_backend_recovers(backend):
     backend.drop_key(key)
 
 
-@needs_gpu
 def test_device_warmup_compiles_every_kernel(backend):
     assert backend.warmup() >= 0.0
+
+
+def test_device_gpu_phase_matches_arkworks(backend):
+    """The device-resident GPU phase (witness and H stay on the device, points at infinity
+    compacted out) against arkworks and the CPU H."""
+    rng = random.Random(11)
+    n_vars, n_public, log_n = 300, 3, 8
+    n = 1 << log_n
+    ident = G1Point.identity()
+    pts = [G1Point() * Scalar(rng.randrange(1, R)) for _ in range(n_vars + n)]
+    group = {"A": [p if i % 3 == 0 else ident for i, p in enumerate(pts[:n_vars])],
+             "B1": [ident if i % 4 == 1 else p for i, p in enumerate(pts[1:n_vars + 1])],
+             "C": pts[2:n_vars - n_public + 1], "H": pts[n_vars:]}
+    sections = {s: g1_to_affine_mont(p) for s, p in group.items()}
+    key = SimpleNamespace(path="g.zkey",
+                          sizes=SimpleNamespace(domain_size=n, n_vars=n_vars, n_public=n_public),
+                          g1_section_array=lambda s: sections[s])
+    w_ints = [1] + [rng.randrange(R) for _ in range(n_vars - 1)]
+    a, b, c = _rand_mont(n, 21), _rand_mont(n, 22), _rand_mont(n, 23)
+    got = backend.device_gpu_phase(key, a, b, c, ints_to_array(w_ints, 8))
+    h_ints = FR.to_ints(qap.h_evaluations(a, b, c, log_n))
+
+    def ark(p, ints):
+        return G1Point.multiexp_unchecked(list(p), [Scalar(x) for x in ints])
+
+    assert got == (ark(group["A"], w_ints), ark(group["B1"], w_ints),
+                   ark(group["C"], w_ints[n_public + 1:]), ark(group["H"], h_ints))
+    backend.drop_key(key)

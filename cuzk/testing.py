@@ -1,20 +1,25 @@
-"""ScriptedProver: a ProverBackend double whose steps can be held, delayed or made to fail.
+"""Test support shipped with cuzk: a scripted prover, and engines wired for tests.
 
-Concurrency tests use it to force exact interleavings (hold a step on a gate, release it
-later) without real proving. Partition inputs identify a partition: ``{"tag": "P"}``.
+``ScriptedProver`` is a ProverBackend double whose steps can be held, delayed or made to fail:
+concurrency tests use it to force exact interleavings (hold a step on a gate, release it
+later) without real proving, and ``cuzk bench engine --prover scripted`` uses it to measure the
+engine alone. Partition inputs identify a partition: ``{"tag": "P"}``. ``make_test_engine``
+builds an engine over it with an in-memory span exporter and the Prometheus metrics attached
+(``metrics_of``), as ``cuzk serve`` wires them. Nothing in the engine imports this module.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from cuzk.engine.backend import KeyHandle, PartitionMemory, ProofResult
 
-STEPS = ("load_key", "synthesize", "gpu", "finalize")
+STEPS = ("load_key", "unload_key", "synthesize", "gpu", "finalize")
 Match = Callable[[Mapping[str, Any]], bool] | str | None
 Delay = float | Callable[[Mapping[str, Any]], float]
 
@@ -24,6 +29,8 @@ class ScriptedKind:
     host_bytes: int = 1_000
     device_bytes: int = 0
     estimate: PartitionMemory = field(default_factory=lambda: PartitionMemory(100, 60, 10))
+    hint_partition: bool = True  # partition_memory_hint answers before loading
+    loaded_host_bytes: int | None = None  # the loaded key's true size when the hint was wrong
     sizes: dict[str, int] = field(
         default_factory=lambda: {"vars": 9, "public": 1, "domain_size": 16, "coefficients": 20})
 
@@ -80,6 +87,8 @@ class ScriptedProver:
         self._delays: dict[str, Delay] = {}
         self.calls: dict[str, int] = dict.fromkeys(STEPS, 0)
         self.unloads = 0
+        self.loaded: dict[int, int] = {}  # id(handle.key) -> times unloaded (0: loaded)
+        self.misuse: list[str] = []  # a step given an unloaded key, or a key unloaded twice
         self.events: list[tuple[str, str, Any]] = []  # (step, "start"|"end", tag)
         self._gpu_calls = 0
         self._in_gpu: dict[str, int] = {}  # thread name -> id of the gpu call it is inside
@@ -152,28 +161,57 @@ class ScriptedProver:
     def key_bytes_hint(self, proof_kind: str) -> int:
         return self._kind(proof_kind).host_bytes
 
+    def partition_memory_hint(self, proof_kind: str) -> PartitionMemory | None:
+        """What a partition will reserve, known before loading (None: only after loading)."""
+        k = self._kind(proof_kind)
+        return k.estimate if k.hint_partition else None
+
     def load_key(self, proof_kind: str) -> KeyHandle:
         self._run("load_key", {"tag": proof_kind})
         k = self._kind(proof_kind)
-        return KeyHandle(proof_kind, object(), k.host_bytes, k.device_bytes, k.estimate,
-                         dict(k.sizes))
+        handle = KeyHandle(proof_kind, object(), k.loaded_host_bytes or k.host_bytes,
+                           k.device_bytes, k.estimate, dict(k.sizes))
+        with self._lock:
+            self.loaded[id(handle.key)] = 0
+        return handle
 
     def unload_key(self, handle: KeyHandle) -> None:
+        self._run("unload_key", {"tag": handle.proof_kind})
         with self._lock:
             self.unloads += 1
+            n = self.loaded.get(id(handle.key), 0)
+            if n:
+                self.misuse.append(f"{handle.proof_kind} key unloaded {n + 1} times")
+            self.loaded[id(handle.key)] = n + 1
+
+    def _check_key(self, step: str, key: KeyHandle) -> None:
+        with self._lock:
+            if self.loaded.get(id(key.key), 0):
+                self.misuse.append(f"{step} used the {key.proof_kind} key after it was unloaded")
+
+    def live_keys(self) -> int:
+        """Keys loaded and not unloaded (a leak if it stays above the resident count)."""
+        with self._lock:
+            return sum(1 for n in self.loaded.values() if n == 0)
 
     def synthesize(self, key: KeyHandle, inputs: Mapping[str, Any]) -> ScriptedSynthesis:
+        self._check_key("synthesize", key)
         self._run("synthesize", inputs)
+        self._check_key("synthesize", key)
         return ScriptedSynthesis(key.proof_kind, inputs)
 
     def gpu_phase(self, key: KeyHandle, synthesis: ScriptedSynthesis, device: str) -> dict:
+        self._check_key("gpu", key)
         self._run("gpu", synthesis.inputs)
+        self._check_key("gpu", key)
         return {"device": device}
 
     def finalize(
         self, key: KeyHandle, synthesis: ScriptedSynthesis, gpu_output: Any
     ) -> ProofResult:
+        self._check_key("finalize", key)
         self._run("finalize", synthesis.inputs)
+        self._check_key("finalize", key)
         tag = str(synthesis.inputs.get("tag", ""))
         return ProofResult(proof={"protocol": "groth16", "curve": "bls12381", "tag": tag},
                            public=[tag])
@@ -217,4 +255,21 @@ def make_test_engine(
         **settings,
     )
     prover = prover or ScriptedProver()
-    return Engine(es, prover, tracer_provider=provider), prover, exporter
+    engine = Engine(es, prover, tracer_provider=provider)
+    if es.metrics_enabled:
+        metrics_of(engine)  # subscribed before the first event, as cuzk serve does
+    return engine, prover, exporter
+
+
+_METRICS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def metrics_of(engine: Any) -> Any:
+    """The ``cuzk.telemetry.metrics.EngineMetrics`` attached to ``engine`` (attached on the
+    first call; ``make_test_engine`` attaches it at once)."""
+    from cuzk.telemetry.metrics import EngineMetrics
+
+    metrics = _METRICS.get(engine)
+    if metrics is None:
+        metrics = _METRICS[engine] = EngineMetrics(engine, nvml=False)
+    return metrics

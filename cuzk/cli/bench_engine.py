@@ -1,8 +1,9 @@
 """``cuzk bench engine``: a backlog of mixed jobs through the real engine, figures side by side.
 
 Three configurations run in one process on the same backlog: split proving with telemetry on
-(the default engine), the same without split proving (the GPU worker waits for finalization)
-and split proving with metrics and tracing off. Telemetry on/off runs alternate ``repeats``
+(what ``cuzk serve`` runs: an SDK tracer provider and the Prometheus metrics subscribed to the
+engine's events), the same without split proving (the GPU worker waits for finalization) and
+split proving with metrics and tracing off. Telemetry on/off runs alternate ``repeats``
 times and the median is reported, so drift on a shared machine hits both alike.
 
 Busy fraction: for each worker, the share of the time the GPU queue held at least one
@@ -23,6 +24,8 @@ from typing import Any
 from cuzk.engine.backend import PartitionMemory, ProverBackend
 from cuzk.engine.engine import Engine
 from cuzk.engine.settings import EngineSettings, default_proof_kinds
+from cuzk.telemetry.metrics import EngineMetrics
+from cuzk.telemetry.tracing import build_tracer_provider
 
 # Relative cost of each bundled kind for the scripted prover (the largest circuit costs most).
 SCRIPTED_SCALE = {"winning-post": 0.5, "window-post": 1.5, "snap-update": 1.0, "porep-c2": 2.0}
@@ -88,7 +91,7 @@ def overlap(a: Sequence[tuple[float, float]], b: Sequence[tuple[float, float]]) 
 
 def scripted_prover(scale: float = 1.0) -> ProverBackend:
     """A prover double that sleeps like a pipeline whose GPU phase is the bottleneck."""
-    from cuzk.engine.testing import ScriptedKind, ScriptedProver
+    from cuzk.testing import ScriptedKind, ScriptedProver
 
     est = PartitionMemory(1 << 20, 600 << 10, 0)
     prover = ScriptedProver({k: ScriptedKind(host_bytes=8 << 20, estimate=est)
@@ -104,7 +107,7 @@ def scripted_prover(scale: float = 1.0) -> ProverBackend:
 
 
 def _real_inputs(settings: EngineSettings) -> dict[str, dict] | None:
-    data = Path(__file__).resolve().parent.parent / "circuits" / "data"
+    data = Path(__file__).resolve().parent.parent / "circuits" / "data"  # cuzk/circuits/data
     out = {}
     for kind in settings.proof_kinds:
         path = data / kind / "input.json"
@@ -129,8 +132,12 @@ def run_once(
     inputs: Mapping[str, Mapping[str, Any]] | None,
     timeout: float = 3600.0,
 ) -> RunResult:
-    """One engine, one backlog submitted at once, measured from first submit to last result."""
-    engine = Engine(replace(settings, record_intervals=True), prover)
+    """One engine, one backlog submitted at once, measured from first submit to last result.
+
+    Telemetry is wired as ``cuzk serve`` wires it when the settings enable it."""
+    provider = build_tracer_provider(settings.service_name) if settings.tracing_enabled else None
+    engine = Engine(replace(settings, record_intervals=True), prover, tracer_provider=provider)
+    metrics = EngineMetrics(engine, nvml=False) if settings.metrics_enabled else None
     engine.start()
     try:
         for kind in set(backlog):
@@ -157,6 +164,10 @@ def run_once(
         return result
     finally:
         engine.shutdown(30)
+        if metrics is not None:
+            metrics.close()
+        if provider is not None:
+            provider.shutdown()
 
 
 def _table(results: Sequence[RunResult], kinds: Sequence[str]) -> str:

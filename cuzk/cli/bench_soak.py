@@ -1,0 +1,452 @@
+"""``cuzk bench soak``: a steady mixed load through a real ``cuzk serve``, watching for leaks.
+
+The bench starts the server as a child process (so what it samples is the server alone), with a
+fresh bearer token and a short header deadline, and drives it for ``--minutes`` with:
+
+- proof jobs (the bundled sample input), each long-polled to its end and expected to succeed;
+- jobs cancelled right after submission, expected to end cancelled (or succeeded, if they won
+  the race);
+- a steady fraction of bad requests (malformed JSON, unknown kinds and jobs, non-field-element
+  signals, oversize bodies, missing or wrong tokens), each expected to get its exact 4xx;
+- slow clients trickling request headers, expected to be cut off by the header deadline.
+
+Every few seconds it samples the server process's RSS, open file descriptors and threads (from
+/proc) and its open spans (``/v1/status``). After a warm-up (key loading, allocator and thread
+pools filling), a least-squares line through each series gives its growth per hour of load.
+A series counts as growing when the line rises over the measured window by more than its noise:
+twice the standard deviation of the samples around the line, or a floor (RSS 4 MiB, 2 fds,
+2 threads, 4 spans: the allocator's and the load's granularity), whichever is larger.
+At the end the load stops, every accepted job must be found in its expected terminal state (a
+job not found or not finished is *lost*), and no span may stay open.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import re
+import secrets
+import selectors
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+MAX_MINUTES = 24 * 60
+HEADER_TIMEOUT_S = 2.0
+WARMUP_FRACTION = 0.2
+NOISE_FLOORS = {"rss_mib": 4.0, "fds": 2.0, "threads": 2.0, "spans_open": 4.0}
+_TERMINAL = ("succeeded", "failed", "cancelled")
+_LABELS = {
+    "rss_mib": "RSS MiB", "fds": "open fds", "threads": "threads", "spans_open": "open spans"
+}  # fmt: skip
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "soak",
+        help="steady mixed load through a real cuzk serve; RSS, fds, threads and open spans"
+        " per hour of load, lost or failed jobs",
+    )
+    p.add_argument("--minutes", type=float, default=10.0, help="load duration (default 10)")
+    p.add_argument("--sample-every", type=float, default=5.0, metavar="SECONDS")
+    p.add_argument("--kind", default="winning-post", help="proof kind of the jobs")
+    p.add_argument("--jobs-in-flight", type=int, default=2, help="concurrent job clients")
+    p.add_argument("--slow-clients", type=int, default=20, help="slow connections kept open")
+    p.add_argument("--bad-per-second", type=float, default=5.0, help="bad requests per second")
+    p.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--keys-dir", default=None, help="proving key cache (default: the server's)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", type=Path, help="also write the figures as JSON here")
+    p.set_defaults(func=run_soak)
+
+
+# --------------------------------------------------------------------------- the server
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen[str]
+    url: str
+    token: str
+    log: list[str] = field(default_factory=list)
+
+    def sample(self) -> dict[str, float]:
+        pid = self.proc.pid
+        status = Path(f"/proc/{pid}/status").read_text()
+        rss_kib = int(re.search(r"^VmRSS:\s+(\d+)", status, re.M).group(1))  # type: ignore[union-attr]
+        threads = int(re.search(r"^Threads:\s+(\d+)", status, re.M).group(1))  # type: ignore[union-attr]
+        return {
+            "rss_mib": rss_kib / 1024,
+            "fds": float(len(os.listdir(f"/proc/{pid}/fd"))),
+            "threads": float(threads),
+        }
+
+
+def start_server(args: argparse.Namespace) -> Server:
+    token = secrets.token_urlsafe(24)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUZK_SERVER_")}
+    env |= {
+        "CUZK_SERVER_LISTEN": "127.0.0.1:0",
+        "CUZK_SERVER_AUTH_TOKEN": token,
+        "CUZK_SERVER_HEADER_TIMEOUT_S": str(HEADER_TIMEOUT_S),
+        "CUZK_SERVER_MAX_BODY_BYTES": "1MiB",
+        "CUZK_ENGINE_BACKEND": args.backend,
+    }
+    if args.keys_dir:
+        env["CUZK_ENGINE_KEYS_DIR"] = str(Path(args.keys_dir).expanduser().resolve())
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cuzk.cli.main", "serve"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        m = re.search(r"cuzk listening on (http://127\.0\.0\.1:\d+)", line)
+        if m:
+            server = Server(proc, m.group(1), token, lines)
+            threading.Thread(target=_drain_log, args=(server,), daemon=True).start()
+            return server
+    proc.kill()
+    raise RuntimeError("cuzk serve did not start:\n" + "".join(lines[-20:]))
+
+
+def _drain_log(server: Server) -> None:
+    assert server.proc.stdout is not None
+    for line in server.proc.stdout:
+        server.log.append(line)
+        del server.log[:-200]
+
+
+# --------------------------------------------------------------------------- the load
+
+
+@dataclass
+class Tally:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    requests: Counter[str] = field(default_factory=Counter)
+    unexpected: list[str] = field(default_factory=list)
+    jobs: dict[str, str] = field(default_factory=dict)  # job id -> expected end ("ok"/"cancel")
+    ends: Counter[str] = field(default_factory=Counter)
+
+    def note(self, what: str) -> None:
+        with self.lock:
+            self.requests[what] += 1
+
+    def wrong(self, what: str) -> None:
+        with self.lock:
+            self.unexpected.append(what)
+            del self.unexpected[:-50]
+            self.requests["unexpected"] += 1
+
+
+def _bad_requests(kind: str, inputs: dict[str, Any], token: str) -> list[tuple[Any, ...]]:
+    """(name, method, path, request kwargs, expected status)."""
+    auth = {"Authorization": f"Bearer {token}"}
+    bad_signal = dict(inputs)
+    bad_signal[next(iter(inputs))] = "9" * 5000
+    return [
+        ("malformed-json", "POST", "/v1/proofs", {"content": b"{nope", "headers": auth}, 400),
+        ("unknown-kind", "POST", "/v1/proofs",
+         {"json": {"proof_kind": "no-such-kind", "inputs": [{}]}, "headers": auth}, 404),
+        ("bad-signal", "POST", "/v1/proofs",
+         {"json": {"proof_kind": kind, "inputs": [bad_signal]}, "headers": auth}, 400),
+        ("oversize", "POST", "/v1/proofs",
+         {"content": b'{"pad": "' + b"x" * (1 << 20) + b'"}', "headers": auth}, 413),
+        ("unknown-job", "GET", "/v1/proofs/0000", {"headers": auth}, 404),
+        ("missing-token", "GET", "/v1/status", {}, 401),
+        ("wrong-token", "POST", "/v1/proofs",
+         {"json": {"proof_kind": kind, "inputs": [inputs]},
+          "headers": {"Authorization": "Bearer wrong-token-wrong-token"}}, 401),
+        ("bad-wait", "GET", "/v1/proofs/0000", {"params": {"wait": "-1"}, "headers": auth}, 400),
+    ]  # fmt: skip
+
+
+def _job_client(server: Server, kind: str, inputs: dict[str, Any], partitions: int,
+                stop: threading.Event, tally: Tally, rng: random.Random) -> None:  # fmt: skip
+    headers = {"Authorization": f"Bearer {server.token}"}
+    body = {"proof_kind": kind, "inputs": [inputs] * partitions}
+    with httpx.Client(base_url=server.url, headers=headers, timeout=120) as client:
+        while not stop.is_set():
+            cancel = rng.random() < 0.2
+            try:
+                r = client.post("/v1/proofs", json=body)
+                if r.status_code != 202:
+                    tally.wrong(f"submit: {r.status_code} {r.text[:200]}")
+                    stop.wait(1)
+                    continue
+                job_id = r.json()["id"]
+                with tally.lock:
+                    tally.jobs[job_id] = "cancel" if cancel else "ok"
+                tally.note("cancel" if cancel else "submit")
+                if cancel:
+                    r = client.delete(f"/v1/proofs/{job_id}")
+                    if r.status_code != 200:
+                        tally.wrong(f"cancel {job_id}: {r.status_code} {r.text[:200]}")
+                state = ""
+                while state not in _TERMINAL and not stop.is_set():
+                    r = client.get(f"/v1/proofs/{job_id}", params={"wait": 10})
+                    tally.note("long-poll")
+                    if r.status_code != 200:
+                        tally.wrong(f"poll {job_id}: {r.status_code} {r.text[:200]}")
+                        break
+                    state = r.json()["state"]
+            except httpx.HTTPError as e:
+                tally.wrong(f"job client: {type(e).__name__}: {e}")
+                stop.wait(1)
+
+
+def _bad_client(server: Server, bad: list[tuple[Any, ...]], per_second: float,
+                stop: threading.Event, tally: Tally) -> None:  # fmt: skip
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        i = 0
+        while not stop.wait(1.0 / per_second):
+            name, method, path, kwargs, expected = bad[i % len(bad)]
+            i += 1
+            try:
+                r = client.request(method, path, **kwargs)
+            except httpx.HTTPError as e:
+                tally.wrong(f"{name}: {type(e).__name__}: {e}")
+                continue
+            tally.note(f"bad:{name}")
+            if r.status_code != expected:
+                tally.wrong(f"{name}: expected {expected}, got {r.status_code} {r.text[:200]}")
+
+
+def _slow_clients(server: Server, n: int, stop: threading.Event, tally: Tally) -> None:
+    """Keep ``n`` connections trickling request headers; each must be closed by the server's
+    header deadline (plus slack), answered 408."""
+    host, port = server.url.removeprefix("http://").rsplit(":", 1)
+    sel = selectors.DefaultSelector()
+    opened: dict[socket.socket, tuple[float, bytearray]] = {}
+    limit = HEADER_TIMEOUT_S + 3.0
+    last_drip = 0.0
+    while not stop.is_set():
+        while len(opened) < n:
+            s = socket.create_connection((host, int(port)))
+            s.setblocking(False)
+            s.send(b"GET /v1/status HTTP/1.1\r\nHost: soak\r\n")
+            opened[s] = (time.monotonic(), bytearray())
+            sel.register(s, selectors.EVENT_READ)
+        for key, _ in sel.select(timeout=0.2):
+            s = key.fileobj  # type: ignore[assignment]
+            assert isinstance(s, socket.socket)
+            started, got = opened[s]
+            try:
+                chunk = s.recv(4096)
+            except OSError:
+                chunk = b""
+            if chunk:
+                got += chunk
+                continue
+            took = time.monotonic() - started
+            sel.unregister(s)
+            s.close()
+            del opened[s]
+            tally.note("slow-client")
+            if not bytes(got).startswith(b"HTTP/1.1 408 ") or took > limit:
+                tally.wrong(f"slow client: closed after {took:.1f} s with {bytes(got[:40])!r}")
+        now = time.monotonic()
+        if now - last_drip >= 0.5:
+            last_drip = now
+            for s, (started, _) in list(opened.items()):
+                if now - started > limit + 2:
+                    tally.wrong(f"slow client: still open after {now - started:.1f} s")
+                    sel.unregister(s)
+                    s.close()
+                    del opened[s]
+                    continue
+                with contextlib.suppress(OSError):
+                    s.send(b"X")
+    for s in opened:
+        s.close()
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def trend(times: list[float], values: list[float], floor: float) -> dict[str, float | bool]:
+    """Least-squares slope (per hour), the rise over the window, its noise, and the verdict."""
+    n = len(times)
+    if n < 3:
+        return {"per_hour": 0.0, "rise": 0.0, "noise": floor, "growing": False}
+    mt, mv = statistics.fmean(times), statistics.fmean(values)
+    sxx = sum((t - mt) ** 2 for t in times)
+    slope = sum((t - mt) * (v - mv) for t, v in zip(times, values, strict=True)) / sxx
+    residuals = [v - (mv + slope * (t - mt)) for t, v in zip(times, values, strict=True)]
+    noise = max(2 * statistics.pstdev(residuals), floor)
+    rise = slope * (times[-1] - times[0])
+    return {"per_hour": slope * 3600, "rise": rise, "noise": noise, "growing": rise > noise}
+
+
+def _sample(server: Server, client: httpx.Client, start: float) -> dict[str, float]:
+    values = server.sample()
+    status = client.get("/v1/status").json()
+    values["spans_open"] = float(status.get("spans_open", -1))
+    values["t"] = time.monotonic() - start
+    return values
+
+
+def run_soak(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from cuzk.circuits.registry import bundled_circuits
+
+    console = Console()
+    if not 0 < args.minutes <= MAX_MINUTES:
+        console.print(f"--minutes must be in (0, {MAX_MINUTES}]")
+        return 2
+    circuits = bundled_circuits()
+    if args.kind not in circuits:
+        console.print(f"--kind must be a bundled proof kind: {', '.join(circuits)}")
+        return 2
+    inputs = json.loads(Path(circuits[args.kind].sample_input_path).read_text())
+    partitions = int(circuits[args.kind].partitions)
+    server = start_server(args)
+    console.print(f"soak: cuzk serve pid {server.proc.pid} at {server.url}; {args.minutes:g} min")
+    tally = Tally()
+    stop = threading.Event()
+    rng = random.Random(args.seed)
+    samples: list[dict[str, float]] = []
+    lost: list[str] = []
+    failed: list[str] = []
+    try:
+        admin = httpx.Client(
+            base_url=server.url, headers={"Authorization": f"Bearer {server.token}"}, timeout=600
+        )
+        r = admin.post(f"/v1/keys/{args.kind}/preload")
+        if r.status_code != 200:
+            console.print(f"preload failed: {r.status_code} {r.text[:300]}")
+            return 1
+        start = time.monotonic()
+        samples.append(_sample(server, admin, start))
+        threads = [
+            threading.Thread(
+                target=_job_client,
+                args=(server, args.kind, inputs, partitions, stop, tally,
+                      random.Random(rng.random())),
+                daemon=True,
+            )
+            for _ in range(args.jobs_in_flight)
+        ]  # fmt: skip
+        bad = _bad_requests(args.kind, inputs, server.token)
+        threads.append(
+            threading.Thread(
+                target=_bad_client,
+                args=(server, bad, args.bad_per_second, stop, tally),
+                daemon=True,
+            )
+        )
+        threads.append(
+            threading.Thread(
+                target=_slow_clients, args=(server, args.slow_clients, stop, tally), daemon=True
+            )
+        )
+        for t in threads:
+            t.start()
+        end = start + args.minutes * 60
+        while time.monotonic() < end:
+            time.sleep(max(0.0, min(args.sample_every, end - time.monotonic())))
+            samples.append(_sample(server, admin, start))
+            if server.proc.poll() is not None:
+                console.print("the server exited during the soak")
+                break
+        load_s = time.monotonic() - start
+        stop.set()
+        for t in threads:
+            t.join(180)
+        # Every accepted job must be found, finished, in its expected state.
+        ends: Counter[str] = Counter()
+        for job_id, expected in list(tally.jobs.items()):
+            r = admin.get(f"/v1/proofs/{job_id}", params={"wait": 120})
+            if r.status_code != 200 or r.json()["state"] not in _TERMINAL:
+                lost.append(f"{job_id}: {r.status_code} {r.text[:200]}")
+                continue
+            state = r.json()["state"]
+            ends[f"{expected}->{state}"] += 1
+            ok = state == "succeeded" or (expected == "cancel" and state == "cancelled")
+            if not ok:
+                failed.append(f"{job_id} ({expected}): {state}: {r.json().get('error')}")
+        time.sleep(1.0)
+        quiet = _sample(server, admin, start)
+        admin.close()
+    finally:
+        stop.set()
+        server.proc.terminate()
+        try:
+            server.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            server.proc.kill()
+
+    measured = [s for s in samples if s["t"] >= WARMUP_FRACTION * load_s]
+    kept = 100 - 100 * WARMUP_FRACTION
+    table = Table(
+        title=f"cuzk bench soak: {load_s / 60:.1f} min of load, server pid {server.proc.pid}"
+        f" (trend over the last {kept:.0f}%)"
+    )
+    for col in ("series", "first", "last", "min", "max", "growth / hour", "rise", "noise",
+                "verdict"):  # fmt: skip
+        table.add_column(col, justify="right" if col != "series" else "left")
+    figures: dict[str, Any] = {"minutes": load_s / 60, "series": {}}
+    growing = False
+    for name, floor in NOISE_FLOORS.items():
+        values = [s[name] for s in measured]
+        verdict = trend([s["t"] for s in measured], values, floor)
+        growing |= bool(verdict["growing"])
+        figures["series"][name] = {
+            "first": values[0], "last": values[-1], "min": min(values), "max": max(values),
+            "after_drain": quiet[name], **verdict,
+        }  # fmt: skip
+        table.add_row(
+            _LABELS[name], f"{values[0]:.1f}", f"{values[-1]:.1f}", f"{min(values):.1f}",
+            f"{max(values):.1f}", f"{verdict['per_hour']:+.2f}", f"{verdict['rise']:+.2f}",
+            f"{verdict['noise']:.2f}", "GROWING" if verdict["growing"] else "flat",
+        )  # fmt: skip
+    console.print(table)
+    console.print(
+        "threshold: a series is growing when its least-squares rise over the measured window"
+        " exceeds max(2 x std of the samples around the line, floor: "
+        + ", ".join(f"{k} {v:g}" for k, v in NOISE_FLOORS.items())
+        + ")"
+    )
+    console.print(f"after the load drained: {quiet['spans_open']:.0f} open spans,"
+                  f" {quiet['threads']:.0f} threads, {quiet['fds']:.0f} fds,"
+                  f" {quiet['rss_mib']:.1f} MiB RSS")  # fmt: skip
+    console.print("requests: " + ", ".join(f"{k} {v}" for k, v in sorted(tally.requests.items())))
+    console.print("jobs: " + (", ".join(f"{k} {v}" for k, v in sorted(ends.items())) or "none"))
+    done = sum(ends.values())
+    console.print(f"load: {done / (load_s / 3600):.0f} jobs/hour, "
+                  f"{sum(tally.requests.values()) / load_s:.1f} requests/s")  # fmt: skip
+    console.print(f"lost jobs: {len(lost)}; jobs failed unexpectedly: {len(failed)};"
+                  f" unexpected responses: {len(tally.unexpected)}")  # fmt: skip
+    for line in (lost + failed + tally.unexpected)[:20]:
+        console.print(f"  {line}")
+    figures |= {
+        "requests": dict(tally.requests), "jobs": dict(ends), "lost": lost, "failed": failed,
+        "unexpected": tally.unexpected, "spans_open_after_drain": quiet["spans_open"],
+        "samples": samples,
+    }  # fmt: skip
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2))
+    bad_end = lost or failed or tally.unexpected or quiet["spans_open"] != 0 or growing
+    return 1 if bad_end else 0

@@ -1,0 +1,177 @@
+"""``cuzk circuit``: check that a circuit's files belong together, and add it as a proof kind.
+
+``check`` loads the ``.r1cs``, the ``.wasm`` witness generator and the ``.zkey`` and applies the
+same checks the server applies when it loads a key: curve, signal counts, domain, every point
+on its curve, and the key's constraint coefficients equal to the r1cs's. ``add`` runs those
+checks and appends a ``[proof_kinds.NAME]`` table to the config file, then loads the whole
+config again so an entry the server would refuse is never left behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from cuzk.errors import CuzkError
+from cuzk.protocol import DEFAULT_PRIORITY, PRIORITIES
+
+DEFAULT_CONFIG = Path("cuzk.toml")
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "circuit",
+        help="check a circuit's r1cs/wasm/zkey, or add it to the config as a proof kind",
+    )
+    sub = p.add_subparsers(dest="circuit_command", metavar="ACTION", required=True)
+
+    check = sub.add_parser(
+        "check",
+        help="say whether an r1cs, a wasm witness generator and a zkey belong together",
+    )
+    _files(check, zkey_required=True)
+    check.set_defaults(func=run_check)
+
+    add = sub.add_parser(
+        "add",
+        help="add a circuit as a proof kind ([proof_kinds.NAME] in the config file)",
+        description="Check the files (with --zkey: that they belong together), then append a"
+        " [proof_kinds.NAME] table to the config file and validate the result. Without --zkey"
+        " the server proves with a development key made on first use (not for production).",
+    )
+    add.add_argument("name", metavar="NAME", help="proof kind name (lower-case, digits, . _ -)")
+    _files(add, zkey_required=False)
+    add.add_argument("--partitions", type=int, default=1, help="partitions per job (default 1)")
+    add.add_argument(
+        "--priority", choices=PRIORITIES, default=DEFAULT_PRIORITY, help="default priority"
+    )
+    add.add_argument(
+        "--sample-input", type=Path, help="input JSON `cuzk submit NAME` sends without --input"
+    )
+    add.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help=f"config file to write (default: $CUZK_CONFIG, else ./{DEFAULT_CONFIG})",
+    )
+    add.set_defaults(func=run_add)
+
+
+def _files(p: argparse.ArgumentParser, zkey_required: bool) -> None:
+    p.add_argument("--r1cs", type=Path, required=True, help="circuit .r1cs")
+    p.add_argument("--wasm", type=Path, required=True, help="witness generator .wasm")
+    p.add_argument("--zkey", type=Path, required=zkey_required, help="proving key .zkey")
+
+
+def check_files(r1cs: Path, wasm: Path, zkey: Path | None, name: str | None = None) -> str:
+    """Load the files and check they belong together; a one-line summary, or CuzkError."""
+    from cuzk.prover.circuit import Circuit
+    from cuzk.prover.keys import ProvingKey
+
+    for flag, path in (("--r1cs", r1cs), ("--wasm", wasm), ("--zkey", zkey)):
+        if path is not None and not path.is_file():
+            raise _Usage(f"{flag} {path}: no such file")
+    circuit = Circuit.load(r1cs, wasm, name)
+    r = circuit.r1cs
+    summary = (
+        f"{r.n_constraints} constraints, {r.n_wires} signals, {r.n_public} public,"
+        f" domain 2^{r.domain_size.bit_length() - 1}"
+    )
+    if zkey is None:
+        return f"{r1cs} and {wasm} belong together ({summary})"
+    key = ProvingKey.load(zkey)
+    circuit.check_key(key)
+    return f"{r1cs}, {wasm} and {zkey} belong together ({summary})"
+
+
+class _Usage(CuzkError):
+    pass
+
+
+def run_check(args: argparse.Namespace) -> int:
+    try:
+        print("OK: " + check_files(args.r1cs, args.wasm, args.zkey))
+        return 0
+    except _Usage as e:
+        print(f"cuzk circuit check: {e}", file=sys.stderr)
+        return 2
+    except CuzkError as e:
+        print(f"cuzk circuit check: they do not belong together: {e}", file=sys.stderr)
+        return 1
+
+
+def _toml_path(path: Path, config_dir: Path) -> str:
+    """Relative to the config file's directory when inside it (what the config resolves
+    against), else absolute."""
+    absolute = path.resolve()
+    try:
+        return str(absolute.relative_to(config_dir))
+    except ValueError:
+        return str(absolute)
+
+
+def _table(args: argparse.Namespace, config_dir: Path) -> str:
+    lines = [f"[proof_kinds.{args.name}]"]
+    for key, path in (
+        ("r1cs", args.r1cs),
+        ("wasm", args.wasm),
+        ("zkey", args.zkey),
+        ("sample_input", args.sample_input),
+    ):
+        if path is not None:
+            lines.append(f"{key} = {json.dumps(_toml_path(path, config_dir))}")
+    lines.append(f"partitions = {args.partitions}")
+    lines.append(f'priority = "{args.priority}"')
+    return "\n".join(lines) + "\n"
+
+
+def run_add(args: argparse.Namespace) -> int:
+    from cuzk.config import ConfigError, _proof_kind_name, load_config
+
+    config = args.config or Path(os.environ.get("CUZK_CONFIG") or DEFAULT_CONFIG)
+    try:
+        problem = _proof_kind_name(args.name)
+        if problem:
+            raise _Usage(problem)
+        if args.partitions < 1:
+            raise _Usage(f"--partitions must be at least 1, got {args.partitions}")
+        if args.sample_input is not None and not args.sample_input.is_file():
+            raise _Usage(f"--sample-input {args.sample_input}: no such file")
+        summary = check_files(args.r1cs, args.wasm, args.zkey, args.name)
+        before = config.read_text() if config.exists() else None
+        if before is not None and f"[proof_kinds.{args.name}]" in before:
+            raise _Usage(
+                f"{config} already has [proof_kinds.{args.name}]: edit or remove that table"
+            )
+        config_dir = config.resolve().parent
+        text = before or ""
+        if text and not text.endswith("\n"):
+            text += "\n"
+        text += ("\n" if text else "") + _table(args, config_dir)
+        config.write_text(text)
+        try:
+            load_config(config)
+        except ConfigError as e:
+            if before is None:
+                config.unlink()
+            else:
+                config.write_text(before)
+            raise _Usage(f"{config} would be invalid, left unchanged: {e}") from None
+    except _Usage as e:
+        print(f"cuzk circuit add: {e}", file=sys.stderr)
+        return 2
+    except CuzkError as e:
+        print(f"cuzk circuit add: {e}", file=sys.stderr)
+        return 1
+    key_note = (
+        f"key {args.zkey}"
+        if args.zkey
+        else "no --zkey: the server proves with a development key made on first use"
+        " (not for production)"
+    )
+    print(f"added proof kind {args.name} to {config}: {summary}; {key_note}")
+    return 0

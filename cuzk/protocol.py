@@ -1,0 +1,248 @@
+"""The wire protocol, spelled once: the names and the JSON shapes of the HTTP API.
+
+Clients send and receive these strings (``priority`` in ``POST /v1/proofs``, the CLI's
+``--priority``, each job's ``state`` and each partition's ``phase``, the ``phase`` and
+``status`` labels of the metrics), so changing one is a protocol change. The engine builds its
+answers in these shapes, the API serves them, the OpenAPI document is generated from them
+(``cuzk.api.openapi``) and the CLI reads them. Only the standard library is imported here, so a
+client pays nothing for it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, get_args
+
+from typing_extensions import TypedDict  # pydantic reads TypedDicts from here on Python 3.11
+
+# ---- names ------------------------------------------------------------------------------
+
+Priority = Literal["critical", "high", "normal", "low"]
+"""Most urgent first; the scheduler serves a lower rank first."""
+PRIORITIES: tuple[str, ...] = get_args(Priority)
+PRIORITY_RANK: dict[str, int] = {name: rank for rank, name in enumerate(PRIORITIES)}
+DEFAULT_PRIORITY: Priority = "normal"
+
+ActivePhase = Literal[
+    "queued_synthesis",
+    "waiting_memory",
+    "synthesizing",
+    "queued_gpu",
+    "proving",
+    "finalizing",
+]
+"""A partition's phase while it is in flight, in pipeline order (docs/design.md section 2).
+
+``queued_synthesis``: in the queue for a synthesis thread. ``waiting_memory``: its memory
+reservation is waiting, and only then. ``synthesizing``: a synthesis thread holds it (proving
+key, reservation, witness, a/b/c). ``queued_gpu``: waiting for a GPU worker. ``proving``: a GPU
+worker's lease on it is open. ``finalizing``: handed to the finalizer pool.
+"""
+PartitionOutcome = Literal["done", "failed", "cancelled"]
+Phase = Literal[ActivePhase, PartitionOutcome]
+ACTIVE_PHASES: tuple[str, ...] = get_args(ActivePhase)
+PARTITION_OUTCOMES: tuple[str, ...] = get_args(PartitionOutcome)
+PARTITION_PHASES: tuple[str, ...] = ACTIVE_PHASES + PARTITION_OUTCOMES
+
+JobOutcome = Literal["succeeded", "failed", "cancelled"]
+JobState = Literal["queued", "running", JobOutcome]
+"""``queued``: accepted, no partition has reached a synthesis thread; ``running``; an outcome."""
+JOB_OUTCOMES: tuple[str, ...] = get_args(JobOutcome)
+JOB_STATES: tuple[str, ...] = ("queued", "running", *JOB_OUTCOMES)
+TERMINAL_STATES: frozenset[str] = frozenset(JOB_OUTCOMES)
+
+WorkerState = Literal["idle", "proving"]
+"""A GPU worker is ``proving`` exactly while it holds an open lease."""
+WORKER_STATES: tuple[str, ...] = get_args(WorkerState)
+
+KeyEvictResult = Literal["evicted", "deferred", "not_resident"]
+
+# ---- requests ---------------------------------------------------------------------------
+
+
+class SubmitRequest(TypedDict):
+    """``POST /v1/proofs``."""
+
+    proof_kind: str
+    inputs: list[dict[str, Any]]
+    """One object of circuit input signals per partition; as many as the kind's partitions."""
+    request_id: NotRequired[str]
+    """Idempotency key: a repeat returns the same job (a new attempt after failure)."""
+    priority: NotRequired[Priority]
+    """Defaults to the proof kind's configured priority."""
+
+
+# ---- jobs -------------------------------------------------------------------------------
+
+
+class PartitionInfo(TypedDict):
+    index: int
+    phase: Phase
+    phase_ms: dict[str, float]
+    """Milliseconds spent in each phase so far, the current one included."""
+    worker: str | None
+    """The GPU worker that proved it (or is proving it)."""
+    error: str | None
+
+
+class ProofEntry(TypedDict):
+    proof: dict[str, Any]
+    """snarkjs ``proof.json``."""
+    public: list[Any]
+    """snarkjs ``public.json``."""
+
+
+class JobTimings(TypedDict):
+    submitted_at: float
+    """Wall-clock seconds (Unix time)."""
+    finished_at: float | None
+    duration_ms: float
+    """From submit to the outcome (to now while the job runs)."""
+
+
+class JobInfo(TypedDict):
+    """A job, as ``POST /v1/proofs``, ``GET/DELETE /v1/proofs/{id}`` and the status return it."""
+
+    id: str
+    request_id: str | None
+    proof_kind: str
+    priority: Priority
+    state: JobState
+    attempt: int
+    trace_id: str | None
+    partitions: list[PartitionInfo]
+    proofs: list[ProofEntry] | None
+    """Per partition, once the job succeeded."""
+    error: str | None
+    timings: JobTimings
+
+
+# ---- status -----------------------------------------------------------------------------
+
+
+class WorkerInfo(TypedDict):
+    id: str
+    device: str
+    state: WorkerState
+    paused: bool
+    """Operators paused the workers: this one takes no new partition."""
+    job_id: str | None
+    proof_kind: str | None
+    partition: int | None
+    busy_seconds: float
+    """Seconds it held a lease since start, the open lease included; never decreases."""
+    lease_age_seconds: float
+    """Age of its open lease, 0 when idle."""
+    partitions_proven: int
+
+
+class MemoryWaiterInfo(TypedDict):
+    consumer: str
+    bytes: int
+    priority: Priority | None
+    job_id: str | None
+    partition: int | None
+
+
+class MemoryBudgetInfo(TypedDict):
+    name: str
+    budget_bytes: int
+    reserved_bytes: int
+    free_bytes: int
+    reserved_by_consumer: dict[str, int]
+    waiters: list[MemoryWaiterInfo]
+    evictions: int
+    evicted_bytes: int
+
+
+class MemoryInfo(MemoryBudgetInfo):
+    devices: dict[str, MemoryBudgetInfo]
+    """One budget per GPU device (CUDA backend), by device name."""
+
+
+class KeyInfo(TypedDict):
+    proof_kind: str
+    host_bytes: int
+    device_bytes: dict[str, int]
+    in_use: int
+    idle_s: float
+    loaded_at: float
+    evict_requested: bool
+
+
+class QueueDepths(TypedDict):
+    pending: int
+    """Partitions waiting for a synthesis thread."""
+    gpu: int
+    finalize: int
+
+
+class CounterTotals(TypedDict):
+    jobs_submitted: dict[str, int]
+    """By proof kind."""
+    jobs_completed: dict[str, int]
+    """By ``<proof kind>/<outcome>``."""
+    worker_partitions: dict[str, int]
+    """By ``<worker>/<proof kind>``."""
+
+
+class StatusInfo(TypedDict):
+    """``GET /v1/status``: one snapshot, computed from open leases and scopes when asked."""
+
+    time: float
+    uptime_s: float
+    version: str
+    backend: str
+    paused: bool
+    queues: QueueDepths
+    workers: list[WorkerInfo]
+    partition_phases: dict[str, dict[str, int]]
+    """Unfinished partitions: proof kind -> phase -> count (the ``cuzk_partitions`` gauge)."""
+    jobs: list[JobInfo]
+    """Every unfinished job, then the most recently finished ones."""
+    memory: MemoryInfo
+    keys: list[KeyInfo]
+    spans_open: int
+    """Engine spans not yet ended: 0 when idle (a leak check from outside)."""
+    counters: CounterTotals
+
+
+# ---- circuits, keys, workers, health ----------------------------------------------------
+
+
+class CircuitInfo(TypedDict):
+    proof_kind: str
+    partitions: int
+    priority: Priority
+    resident: bool
+    sizes: dict[str, int] | None
+    key_host_bytes: int | None
+
+
+class CircuitList(TypedDict):
+    circuits: list[CircuitInfo]
+
+
+class KeyPreloaded(CircuitInfo):
+    host_bytes: int
+
+
+class KeyEvicted(CircuitInfo):
+    result: KeyEvictResult
+
+
+class WorkersPausedInfo(TypedDict):
+    workers_paused: bool
+
+
+class Health(TypedDict):
+    status: Literal["ok"]
+    version: str
+
+
+class Readiness(TypedDict):
+    status: Literal["ready", "not ready"]
+
+
+class ErrorBody(TypedDict):
+    error: str
+    """What is wrong, for a human."""

@@ -1,0 +1,226 @@
+"""``cuzk prove`` / ``keygen`` / ``circuit`` on a circuit outside the bundle (the snarkjs-made tiny
+circuit): arguments checked before any long work, ``--wtns``, keys checked with one-line errors
+naming the file and section, verification keys written beside development keys."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cuzk.cli.main import main
+from cuzk.config import load_config
+from tests.cuzk.prover.test_prover_keycheck import R1CS, SECTION_NAMES, WASM, ZKEY, corrupt
+
+DATA = R1CS.parent
+INPUT = DATA / "tiny.input.json"
+WTNS = DATA / "tiny.wtns"
+
+
+def _err_line(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+def test_r1cs_without_wasm_is_refused_before_any_key_is_made(tmp_path: Path, capsys):
+    keys = tmp_path / "keys"
+    args = ["prove", "--r1cs", str(R1CS), "--keys-dir", str(keys), "--input", str(INPUT)]
+    assert main([*args, "--out", str(tmp_path)]) == 2
+    assert "--r1cs needs --wasm" in _err_line(capsys)
+    assert not keys.exists() or not any(keys.iterdir()), "a key was generated before refusing"
+
+
+def test_wasm_and_zkey_without_r1cs_say_what_is_missing(tmp_path: Path, capsys):
+    args = ["prove", "--wasm", str(WASM), "--zkey", str(ZKEY), "--input", str(INPUT)]
+    assert main([*args, "--out", str(tmp_path)]) == 2
+    err = _err_line(capsys)
+    assert "--wasm needs --r1cs" in err and "None" not in err
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (["--wasm", "missing.wasm"], "--wasm missing.wasm: no such file"),
+        (["--zkey", "missing.zkey"], "--zkey missing.zkey: no such file"),
+        (["--input", "missing.json"], "missing.json: No such file"),
+        ([], "--input FILE (or --wtns FILE) is required"),
+    ],
+    ids=["wasm", "zkey", "input", "no-input"],
+)
+def test_missing_files_are_named_before_any_work(tmp_path, capsys, extra, expected):
+    keys = tmp_path / "keys"
+    base = {"--wasm": str(WASM), "--zkey": str(ZKEY)}
+    for flag, value in zip(extra[::2], extra[1::2], strict=True):
+        base[flag] = value
+    args = ["prove", "--r1cs", str(R1CS), "--keys-dir", str(keys), "--out", str(tmp_path)]
+    for flag, value in base.items():
+        args += [flag, value]
+    assert main(args) == 2
+    assert expected in _err_line(capsys)
+    assert not keys.exists()
+
+
+def test_prove_from_a_snarkjs_witness_verifies(tmp_path: Path, capsys):
+    out = tmp_path / "out"
+    args = ["prove", "--r1cs", str(R1CS), "--zkey", str(ZKEY), "--wtns", str(WTNS)]
+    assert main([*args, "--backend", "cpu", "--out", str(out)]) == 0
+    assert "backend=cpu" in capsys.readouterr().out
+    public = json.loads((out / "public.json").read_text())
+    inputs = json.loads(INPUT.read_text())
+    # tiny: out = a*b*c + a is the output, a the public input
+    a, b, c = inputs["a"], inputs["b"], inputs["c"]
+    assert public == [str(a * b * c + a), str(a)]
+    verify = ["verify", "--zkey", str(ZKEY), str(out / "proof.json"), str(out / "public.json")]
+    assert main(verify) == 0
+
+
+def test_wtns_and_input_are_exclusive(tmp_path: Path):
+    with pytest.raises(SystemExit) as info:
+        main(["prove", "--r1cs", str(R1CS), "--wtns", str(WTNS), "--input", str(INPUT)])
+    assert info.value.code == 2
+
+
+def test_backend_cuda_without_a_device_is_refused_at_once(tmp_path: Path, capsys):
+    from cuzk.prover.cuda_backend import cuda_device_count
+
+    if cuda_device_count():
+        pytest.skip("a CUDA device is present")
+    args = ["prove", "--r1cs", str(R1CS), "--wasm", str(WASM), "--zkey", str(ZKEY)]
+    assert main([*args, "--input", str(INPUT), "--backend", "cuda", "--out", str(tmp_path)]) == 2
+    assert "no usable CUDA device" in _err_line(capsys)
+
+
+@pytest.mark.parametrize("section", [*sorted(SECTION_NAMES), 4])
+def test_corrupt_key_is_one_line_naming_file_and_section(tmp_path: Path, capsys, section: int):
+    if section == 4:  # a coefficient value, low limbs: passes the reader, fails the r1cs check
+        from tests.cuzk.prover.test_prover_keycheck import read_binfile
+
+        (sec,) = read_binfile(ZKEY, "zkey", 2).sections[4]
+        data = bytearray(ZKEY.read_bytes())
+        entry = sec.offset + 4 + 44 * 2 + 12
+        data[entry : entry + 16] = bytes(b ^ 0xFF for b in data[entry : entry + 16])
+        bad = tmp_path / "bad.zkey"
+        bad.write_bytes(bytes(data))
+    else:
+        bad = corrupt(ZKEY, tmp_path / "bad.zkey", section)
+    args = ["prove", "--r1cs", str(R1CS), "--wasm", str(WASM), "--zkey", str(bad)]
+    assert main([*args, "--input", str(INPUT), "--out", str(tmp_path)]) == 2
+    err = _err_line(capsys)
+    assert err.startswith(f"cuzk prove: {bad}: section {section} (")
+    assert "witness" not in err
+    assert not (tmp_path / "proof.json").exists()
+
+
+def test_corrupt_key_exit_status_from_the_real_command(tmp_path: Path):
+    bad = corrupt(ZKEY, tmp_path / "bad.zkey", 7)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cuzk.cli.main", "prove", "--r1cs", str(R1CS), "--wasm",
+         str(WASM), "--zkey", str(bad), "--input", str(INPUT), "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        f"cuzk prove: {bad}: section 7 (B2): point "
+        + proc.stderr.split("point ")[1].split(" ")[0]
+        + " is not on the G2 curve: the key is corrupt"
+    )
+
+
+def test_keygen_writes_the_verification_key_beside_the_zkey(tmp_path: Path, capsys):
+    zkey = tmp_path / "dev.zkey"
+    assert main(["keygen", "--r1cs", str(R1CS), "--out", str(zkey)]) == 0
+    vk = json.loads((tmp_path / "dev.vk.json").read_text())
+    assert vk["nPublic"] == 2 and len(vk["vk_alphabeta_12"]) == 2
+    out = tmp_path / "out"
+    args = ["prove", "--r1cs", str(R1CS), "--wasm", str(WASM), "--zkey", str(zkey)]
+    assert main([*args, "--input", str(INPUT), "--out", str(out)]) == 0
+    check = ["verify", "--vk", str(tmp_path / "dev.vk.json")]
+    assert main([*check, str(out / "proof.json"), str(out / "public.json")]) == 0
+
+
+def test_prove_without_zkey_uses_a_development_key_and_says_so(tmp_path: Path, capsys):
+    keys = tmp_path / "keys"
+    args = ["prove", "--r1cs", str(R1CS), "--wasm", str(WASM), "--keys-dir", str(keys)]
+    assert main([*args, "--input", str(INPUT), "--out", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    assert "using development key" in err and "not for production" in err
+    (zkey,) = keys.glob("*.zkey")
+    assert zkey.with_suffix(".vk.json").is_file()
+
+
+# ---------------------------------------------------------------------------- cuzk circuit
+
+
+def test_circuit_check_says_the_files_belong_together(capsys):
+    assert main(["circuit", "check", "--r1cs", str(R1CS), "--wasm", str(WASM), "--zkey",
+                 str(ZKEY)]) == 0  # fmt: skip
+    assert capsys.readouterr().out.startswith("OK: ")
+
+
+def test_circuit_check_names_the_mismatch(bundled, capsys):
+    other = bundled("winning-post").zkey_path
+    assert main(["circuit", "check", "--r1cs", str(R1CS), "--wasm", str(WASM), "--zkey",
+                 str(other)]) == 1  # fmt: skip
+    err = _err_line(capsys)
+    assert "do not belong together" in err and "is not a key for circuit" in err
+
+
+def test_circuit_check_missing_file_is_usage(capsys, tmp_path: Path):
+    assert main(["circuit", "check", "--r1cs", str(R1CS), "--wasm", str(WASM), "--zkey",
+                 str(tmp_path / "nope.zkey")]) == 2  # fmt: skip
+    assert "no such file" in _err_line(capsys)
+
+
+def test_circuit_add_writes_a_config_the_server_loads(tmp_path: Path, capsys):
+    config = tmp_path / "cuzk.toml"
+    config.write_text('[server]\nlisten = "127.0.0.1:0"\n')
+    args = ["circuit", "add", "tiny", "--r1cs", str(R1CS), "--wasm", str(WASM), "--zkey",
+            str(ZKEY), "--partitions", "2", "--priority", "high", "--sample-input", str(INPUT),
+            "--config", str(config)]  # fmt: skip
+    assert main(args) == 0
+    assert "added proof kind tiny" in capsys.readouterr().out
+    kind = load_config(config).proof_kinds["tiny"]
+    assert (kind.r1cs, kind.wasm, kind.zkey, kind.sample_input) == (R1CS, WASM, ZKEY, INPUT)
+    assert (kind.partitions, kind.priority) == (2, "high")
+    # Twice is refused, and the file is unchanged.
+    before = config.read_text()
+    assert main(args) == 2
+    assert "already has [proof_kinds.tiny]" in _err_line(capsys)
+    assert config.read_text() == before
+
+
+def test_circuit_add_refuses_a_key_of_another_circuit(bundled, tmp_path: Path, capsys):
+    config = tmp_path / "cuzk.toml"
+    args = ["circuit", "add", "tiny", "--r1cs", str(R1CS), "--wasm", str(WASM), "--zkey",
+            str(bundled("winning-post").zkey_path), "--config", str(config)]  # fmt: skip
+    assert main(args) == 1
+    assert "is not a key for circuit tiny" in _err_line(capsys)
+    assert not config.exists()
+
+
+def test_circuit_add_refuses_a_bad_name(tmp_path: Path, capsys):
+    config = tmp_path / "cuzk.toml"
+    args = ["circuit", "add", "Tiny Circuit", "--r1cs", str(R1CS), "--wasm", str(WASM),
+            "--config", str(config)]  # fmt: skip
+    assert main(args) == 2
+    assert "proof kind names must be" in _err_line(capsys)
+    assert not config.exists()
+
+
+def test_prove_a_configured_kind(tmp_path: Path, capsys):
+    config = tmp_path / "cuzk.toml"
+    add = ["circuit", "add", "tiny", "--r1cs", str(R1CS), "--wasm", str(WASM), "--zkey",
+           str(ZKEY), "--sample-input", str(INPUT), "--config", str(config)]  # fmt: skip
+    assert main(add) == 0
+    out = tmp_path / "out"
+    assert main(["prove", "tiny", "--config", str(config), "--out", str(out)]) == 0
+    check = ["verify", "--zkey", str(ZKEY), str(out / "proof.json"), str(out / "public.json")]
+    assert main(check) == 0
+    capsys.readouterr()
+    assert main(["prove", "nope", "--config", str(config), "--out", str(out)]) == 2
+    assert "configured kinds:" in _err_line(capsys)

@@ -1,0 +1,94 @@
+"""The memory budget against the real `cuzk serve` process (issue 9's first reproduction).
+
+With ``CUZK_ENGINE_MEMORY_BUDGET_BYTES=20000000`` a porep-c2 partition (proving key ~16.9 MB +
+working memory 10.0 MB on the CPU backend) can never fit: it used to be accepted and wait for
+ever with two memory waiters. Now submit answers 507 naming the figures, and a kind that fits
+still runs to a real proof.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from cuzk.circuits.registry import bundled_circuits
+from cuzk.prover.keystore import ensure_zkey
+from tests.conftest import KEYS_DIR
+
+BUDGET = 20_000_000
+
+
+@pytest.mark.slow
+def test_serve_refuses_what_cannot_fit_with_507_and_proves_what_fits() -> None:
+    samples = {}
+    for kind in ("porep-c2", "window-post"):
+        circuit = bundled_circuits()[kind]
+        ensure_zkey(kind, Path(circuit.r1cs_path), KEYS_DIR)  # the suite's cached dev keys
+        samples[kind] = json.loads(Path(circuit.sample_input_path).read_text())
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CUZK_", "OTEL_"))}
+    env |= {
+        "CUZK_SERVER_LISTEN": "127.0.0.1:0",
+        "CUZK_ENGINE_KEYS_DIR": str(KEYS_DIR),
+        "CUZK_ENGINE_BACKEND": "cpu",
+        "CUZK_ENGINE_MEMORY_BUDGET_BYTES": str(BUDGET),
+        "CUZK_TELEMETRY_TRACING": "false",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cuzk.cli.main", "serve"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    )
+    try:
+        url = None
+        lines: list[str] = []
+        deadline = time.monotonic() + 60
+        assert proc.stdout is not None
+        while url is None and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if m := re.search(r"cuzk listening on (http://127\.0\.0\.1:\d+)", line):
+                url = m.group(1)
+        assert url, "".join(lines)
+        with httpx.Client(base_url=url, timeout=60) as client:
+            t0 = time.monotonic()
+            r = client.post("/v1/proofs", json={
+                "proof_kind": "porep-c2", "inputs": [samples["porep-c2"]] * 10})
+            assert r.status_code == 507, r.text
+            msg = r.json()["error"]
+            assert time.monotonic() - t0 < 30
+            assert "porep-c2" in msg and "10002508" in msg and str(BUDGET) in msg, msg
+            assert re.search(r"proving key \d+ \+ working memory 10002508 bytes", msg), msg
+            status = client.get("/v1/status").json()
+            assert status["memory"]["waiters"] == [] and status["jobs"] == []
+
+            r = client.post("/v1/proofs", json={
+                "proof_kind": "window-post", "inputs": [samples["window-post"]]})
+            assert r.status_code == 202, r.text
+            job_id = r.json()["id"]
+            deadline = time.monotonic() + 90
+            state = None
+            while state not in ("succeeded", "failed", "cancelled"):
+                assert time.monotonic() < deadline, f"window-post still {state}"
+                state = client.get(f"/v1/proofs/{job_id}", params={"wait": 10}).json()["state"]
+            assert state == "succeeded"
+            memory = client.get("/v1/status").json()["memory"]
+            assert memory["waiters"] == [] and memory["reserved_bytes"] <= BUDGET
+            assert memory["reserved_by_consumer"].get("partition", 0) == 0
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
