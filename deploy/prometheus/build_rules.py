@@ -301,11 +301,14 @@ def alerts() -> dict[str, list[Rule]]:
         alert("CuzkGpuWorkerIdleWithQueuedWork",
               "instance_worker:cuzk_gpu_worker_busy:ratio_rate5m < 0.05\n"
               "and on (job, instance)\ninstance:cuzk_gpu_queue_nonempty:ratio5m >= 0.5\n"
-              f"unless on (job, instance, device)\ncuzk_gpu_workers_paused{{{J}}} > 0",
+              f"unless on (job, instance, device)\n"
+              f"max_over_time(cuzk_gpu_workers_paused{{{J}}}[5m]) > 0",
               "Per worker, from the busy-seconds counter: one wedged worker among busy ones "
               "still fires. The queue must have held work for half of the same 5 minutes, so "
               "a queue that empties between bursts neither hides a dead worker nor blames a "
-              "healthy one. Paused devices are the paused alert's business.",
+              "healthy one. A device paused at any time in the window is the paused alert's "
+              "business (its busy share is low because of the pause, and one missed scrape "
+              "must not lift the suppression).",
               for_="5m", severity="critical", dashboard=gpu,
               summary="GPU worker {{ $labels.worker }} on {{ $labels.instance }} is idle while "
               "partitions wait for a GPU",
@@ -341,7 +344,8 @@ def alerts() -> dict[str, list[Rule]]:
               "instance:cuzk_partitions_in_flight:sum > 0\n"
               "unless on (job, instance)\n"
               "instance:cuzk_partition_phases_closed:increase15m > 0\n"
-              "unless on (job, instance)\ninstance:cuzk_gpu_workers_paused:sum > 0\n"
+              "unless on (job, instance)\n"
+              "max_over_time(instance:cuzk_gpu_workers_paused:sum[15m]) > 0\n"
               f"and on ({BY})\n{old}",
               "Work in flight but no partition phase ended anywhere in 15 minutes. Only for an "
               "engine seen 15 minutes ago: a cold start's first job loads its keys first. A "

@@ -5,10 +5,11 @@ ports; Prometheus scrapes the engine, Alertmanager and itself every second, eval
 shipped rule files every second and sends alerts to Alertmanager (null receiver). Phases:
 
 1. Bursty normal load of real proofs (two bursts of winning-post and window-post jobs with an
-   idle gap, one cancelled job, one job of a proof kind whose proving key belongs to another
-   circuit, which fails). The GPU queue must hold work for at least half of the idle alert's
-   window at some point (`instance:cuzk_gpu_queue_nonempty:ratio5m >= 0.5`) and workers must be
-   both busy and idle in the phase; the idle alert must never be pending or firing.
+   idle gap, one cancelled job, and one job of a proof kind whose key file was replaced by
+   another circuit's after the engine checked it at start, which fails). The GPU queue must
+   hold work for at least half of the idle alert's window at some point
+   (`instance:cuzk_gpu_queue_nonempty:ratio5m >= 0.5`) and workers must be both busy and idle
+   in the phase; the idle alert must never be pending or firing.
 2. GPU workers paused with jobs queued: the idle condition itself becomes true (busy < 5%
    while the queue holds work), yet the idle alert stays inactive because the pause suppresses
    it, and CuzkGpuWorkersPausedWithQueuedWork becomes active instead. (An engine that does not
@@ -53,6 +54,7 @@ import json
 import math
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -237,6 +239,14 @@ class Prom:
                     series["metric"]["alertstate"])
         return seen
 
+    def when(self, name: str, start: float, end: float) -> list[tuple[float, float, dict]]:
+        """(first, last) seconds after start at which the alert was active, with its labels."""
+        out = []
+        for series in self.query_range(f'ALERTS{{alertname="{name}"}}', start, end):
+            times = [float(t) - start for t, _ in series["values"]]
+            out.append((round(min(times), 1), round(max(times), 1), series["metric"]))
+        return out
+
 
 def _nonzero(result: list[dict]) -> bool:
     for series in result:
@@ -295,18 +305,28 @@ class Stack:
         self.procs: list[_Proc] = []
 
     def _config(self) -> Path:
-        """A config file adding the failing proof kind: window-post's circuit with
-        winning-post's proving key (generated into the shared key cache if needed)."""
+        """A config file adding a proof kind whose key file can be swapped for another
+        circuit's after the engine checked it at start: its jobs then fail for real."""
         from cuzk.prover.keystore import ensure_zkey
 
         data = ROOT / "cuzk" / "circuits" / "data"
-        zkey = ensure_zkey("winning-post", data / "winning-post" / "circuit.r1cs", self.keys)
+        self.good_key = ensure_zkey("window-post", data / "window-post" / "circuit.r1cs",
+                                    self.keys)
+        self.other_key = ensure_zkey("winning-post", data / "winning-post" / "circuit.r1cs",
+                                     self.keys)
+        self.broken_key = self.tmp / f"{BROKEN_KIND}.zkey"
+        shutil.copyfile(self.good_key, self.broken_key)
         path = self.tmp / "cuzk.toml"
         path.write_text(f'[proof_kinds.{BROKEN_KIND}]\n'
                         f'r1cs = "{data / "window-post" / "circuit.r1cs"}"\n'
                         f'wasm = "{data / "window-post" / "circuit.wasm"}"\n'
-                        f'zkey = "{zkey}"\n')
+                        f'zkey = "{self.broken_key}"\n')
         return path
+
+    def swap_key(self) -> None:
+        """Replace the checked key file by another circuit's (a bad deploy of key files); the
+        engine reads it again when it next loads the key."""
+        shutil.copyfile(self.other_key, self.broken_key)
 
     def start_engine(self, **extra: str) -> _Proc:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "CUZK_"))}
@@ -395,6 +415,8 @@ def test_engine_and_prometheus_end_to_end(stack):
     burst = [_submit(base, KINDS[i % 2]) for i in range(8)]
     cancelled = _submit(base, "window-post")
     _http(f"{base}/v1/proofs/{cancelled['id']}", method="DELETE")
+    s.swap_key()
+    _http(f"{base}/v1/keys/{BROKEN_KIND}", method="DELETE")  # drop it if it is resident
     failing = _submit(base, BROKEN_KIND)
     for job in _await(base, burst, left(120)):
         trace_ids.add(job["trace_id"])
@@ -557,4 +579,9 @@ def test_engine_and_prometheus_end_to_end(stack):
     if not can_suppress:  # the idle alert was expected during the pause, checked on each side
         false_alarms.pop(IDLE, None)
         false_alarms.update(prom.active({IDLE}, resumed_at + 12, time.time()))
-    assert not false_alarms, f"alerts active in a run that should not raise them: {false_alarms}"
+    phases = {"bursts end": t1, "paused": paused_at, "resumed": resumed_at,
+              "engine stopped": down_at, "end": end}
+    assert not false_alarms, (
+        f"alerts active in a run that should not raise them: {false_alarms}; phases (s after "
+        f"start): { {k: round(v - t0, 1) for k, v in phases.items()} }; when: "
+        f"{[prom.when(n, t0, time.time()) for n in false_alarms]}")
