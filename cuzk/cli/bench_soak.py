@@ -34,6 +34,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -103,6 +104,8 @@ def start_server(args: argparse.Namespace) -> Server:
         "CUZK_SERVER_HEADER_TIMEOUT_S": str(HEADER_TIMEOUT_S),
         "CUZK_SERVER_MAX_BODY_BYTES": "1MiB",
         "CUZK_ENGINE_BACKEND": args.backend,
+        # A throwaway journal: never the operator's, never shared with a running server.
+        "CUZK_JOURNAL_PATH": str(Path(tempfile.mkdtemp(prefix="cuzk-soak-")) / "journal.sqlite3"),
     }
     if args.keys_dir:
         env["CUZK_ENGINE_KEYS_DIR"] = str(Path(args.keys_dir).expanduser().resolve())

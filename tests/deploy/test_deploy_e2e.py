@@ -332,6 +332,8 @@ class Stack:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "CUZK_"))}
         env.update({"CUZK_ENGINE_BACKEND": "cpu", "CUZK_SERVER_LISTEN": self.instance,
                     "CUZK_ENGINE_KEYS_DIR": str(self.keys), "OTEL_TRACES_EXPORTER": "none",
+                    # never the user's journal; the same file across the restart
+                    "CUZK_JOURNAL_PATH": str(self.tmp / "journal.sqlite3"),
                     "PYTHONPATH": str(ROOT), **extra})
         self.engine = _Proc([sys.executable, "-m", "cuzk.cli.main", "serve", "--config",
                              str(self._config())], self.tmp / "cuzk.log", env)
