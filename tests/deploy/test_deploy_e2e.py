@@ -15,9 +15,10 @@ shipped rule files every second and sends alerts to Alertmanager (null receiver)
    it, and CuzkGpuWorkersPausedWithQueuedWork becomes active instead. (An engine that does not
    export cuzk_gpu_workers_paused cannot tell a pause from a wedge; there the idle alert must
    become active instead.)
-3. The engine is stopped: CuzkTargetDown fires. It is started again on the same port with a
-   14 MiB memory budget and a burst of jobs: memory waits and proving-key evictions, and the
-   restart shows in instance:cuzk_engine_restarts:changes1h.
+3. The engine is stopped (SIGTERM, drained) with jobs queued: CuzkTargetDown fires. It is
+   started again on the same port and journal with a 14 MiB memory budget: it recovers the
+   journaled jobs, proves them and a burst of new ones with memory waits and proving-key
+   evictions, and the restart shows in instance:cuzk_engine_restarts:changes1h.
 4. Every PromQL query of every dashboard (panels, template variables, alert annotations)
    returns at least one non-zero sample over the run, and every recording rule returns data.
    Skipped by name, with the reason: panels on NVML/device-budget metrics on the CPU backend,
@@ -470,19 +471,23 @@ def test_engine_and_prometheus_end_to_end(stack):
         trace_ids.add(job["trace_id"])
     resumed_at = time.time()
 
-    # 3. Engine down (CuzkTargetDown fires), then back with a starved memory budget.
+    # 3. Engine stopped with work queued (SIGTERM drains: partitions in flight finish, the
+    # rest stay in the journal): CuzkTargetDown fires. Back with a starved memory budget, it
+    # recovers the journaled jobs and proves them with the new ones.
+    parked = [_submit(base, KINDS[i % 2]) for i in range(6)]
     assert s.engine.stop() == 0, s.engine.tail()
     down_at = time.time()
     _wait_for("CuzkTargetDown to fire",
               lambda: "firing" in prom.active({"CuzkTargetDown"}, down_at, time.time()).get(
                   "CuzkTargetDown", set()), 30)
     s.start_engine(CUZK_ENGINE_MEMORY_BUDGET_BYTES=STARVED_BUDGET)
-    starved = [_submit(base, KINDS[i % 2]) for i in range(6)]
-    for job in _await(base, starved, left(20)):
+    starved = [_submit(base, KINDS[i % 2]) for i in range(4)]
+    for job in _await(base, parked + starved, left(20)):
         trace_ids.add(job["trace_id"])
     time.sleep(3)
     end = time.time()
     assert prom.scalar(f"max(instance:cuzk_engine_restarts:changes1h{sel})") >= 1
+    assert prom.scalar(f"sum(cuzk_jobs_recovered_total{sel})") >= 1
     assert prom.scalar(f"sum(cuzk_memory_evictions_total{sel})") >= 1
     assert prom.scalar(f"sum(cuzk_memory_acquire_wait_seconds_sum{sel})") > 0
 
