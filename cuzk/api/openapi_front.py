@@ -99,7 +99,7 @@ def document_front_end(
     """A copy of ``schema`` with the front end's responses and security on every operation."""
     doc = copy.deepcopy(schema)
     components = doc.setdefault("components", {})
-    components.setdefault("schemas", {})["ServerFault"] = copy.deepcopy(SERVER_FAULT)
+    components.setdefault("schemas", {}).setdefault("ServerFault", copy.deepcopy(SERVER_FAULT))
     open_paths = set(AUTH_OPEN_PATHS) | (set() if metrics_require_auth else {"/metrics"})
     if auth:
         components["securitySchemes"] = {

@@ -44,11 +44,12 @@ from typing import Any
 
 import httpx
 
+from cuzk.protocol import TERMINAL_STATES
+
 MAX_MINUTES = 24 * 60
 HEADER_TIMEOUT_S = 2.0
 WARMUP_FRACTION = 0.2
 NOISE_FLOORS = {"rss_mib": 4.0, "fds": 2.0, "threads": 2.0, "spans_open": 4.0}
-_TERMINAL = ("succeeded", "failed", "cancelled")
 _LABELS = {
     "rss_mib": "RSS MiB", "fds": "open fds", "threads": "threads", "spans_open": "open spans"
 }  # fmt: skip
@@ -206,7 +207,7 @@ def _job_client(server: Server, kind: str, inputs: dict[str, Any], partitions: i
                     if r.status_code != 200:
                         tally.wrong(f"cancel {job_id}: {r.status_code} {r.text[:200]}")
                 state = ""
-                while state not in _TERMINAL and not stop.is_set():
+                while state not in TERMINAL_STATES and not stop.is_set():
                     r = client.get(f"/v1/proofs/{job_id}", params={"wait": 10})
                     tally.note("long-poll")
                     if r.status_code != 200:
@@ -382,7 +383,7 @@ def run_soak(args: argparse.Namespace) -> int:
         ends: Counter[str] = Counter()
         for job_id, expected in list(tally.jobs.items()):
             r = admin.get(f"/v1/proofs/{job_id}", params={"wait": 120})
-            if r.status_code != 200 or r.json()["state"] not in _TERMINAL:
+            if r.status_code != 200 or r.json()["state"] not in TERMINAL_STATES:
                 lost.append(f"{job_id}: {r.status_code} {r.text[:200]}")
                 continue
             state = r.json()["state"]
