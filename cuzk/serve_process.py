@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -150,3 +154,48 @@ def serve_env(
         env["CUZK_ENGINE_KEYS_DIR"] = str(keys_dir)
     env |= settings
     return env
+
+
+def read_journal(path: Path) -> tuple[dict[str, dict[str, Any]], dict[tuple[str, int], str]]:
+    """(jobs by id, proof JSON by (job id, partition)) from a *copy* of a journal no server
+    holds (the database and its WAL), so reading it changes nothing."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for suffix in ("", "-wal"):
+            src = Path(str(path) + suffix)
+            if src.exists():
+                shutil.copy(src, Path(tmp) / (path.name + suffix))
+        db = sqlite3.connect(Path(tmp) / path.name)
+        try:
+            jobs = {
+                r[0]: {"request_id": r[1], "proof_kind": r[2], "state": r[3], "attempt": r[4],
+                       "error": r[5]}
+                for r in db.execute(
+                    "SELECT id, request_id, proof_kind, state, attempt, error FROM jobs")
+            }
+            proofs = {(r[0], r[1]): r[2]
+                      for r in db.execute("SELECT job_id, idx, proof FROM partitions")}
+        finally:
+            db.close()
+    return jobs, proofs
+
+
+def submit_until_accepted(
+    url: Callable[[], str | None], body: dict[str, Any], deadline: float
+) -> dict[str, Any]:
+    """POST until a 202, riding out restarts: connection errors and 503s are retried against
+    whatever URL ``url()`` gives now (None while no server runs)."""
+    last = "never reached"
+    while time.monotonic() < deadline:
+        base = url()
+        if base is not None:
+            try:
+                r = httpx.post(f"{base}/v1/proofs", json=body, timeout=30)
+                if r.status_code == 202:
+                    return r.json()
+                last = f"{r.status_code} {r.text}"
+                if r.status_code != 503:
+                    raise RuntimeError(f"submit of {body.get('request_id')} refused: {last}")
+            except httpx.HTTPError as e:
+                last = repr(e)
+        time.sleep(0.05)
+    raise TimeoutError(f"submit of {body.get('request_id')} never accepted: {last}")

@@ -19,8 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
-from cuzk.serve_process import ServeProcess, serve_env
-from tests.cuzk.cli._durability import KEYS_DIR, journal_rows, sample_inputs
+from cuzk.serve_process import ServeProcess, read_journal, serve_env
+from tests.cuzk.cli._durability import KEYS_DIR, sample_inputs
 
 pytestmark = pytest.mark.slow
 
@@ -106,7 +106,7 @@ def test_signal_drains_in_flight_work_and_queued_jobs_resume(
     finally:
         server.kill()
 
-    rows, proofs = journal_rows(journal)
+    rows, proofs = read_journal(journal)
     for job_id, phases in before.items():
         if any(ph in ON_WORKER for ph in phases):  # on the worker at the signal: finished
             assert rows[job_id]["state"] == "succeeded" and (job_id, 0) in proofs

@@ -24,14 +24,14 @@ from typing import Any
 import httpx
 import pytest
 
-from cuzk.serve_process import ServeFailed, ServeProcess, serve_env
-from tests.cuzk.cli._durability import (
-    KEYS_DIR,
-    journal_rows,
-    sample_inputs,
+from cuzk.serve_process import (
+    ServeFailed,
+    ServeProcess,
+    read_journal,
+    serve_env,
     submit_until_accepted,
-    verify_all,
 )
+from tests.cuzk.cli._durability import KEYS_DIR, sample_inputs, verify_all
 
 pytestmark = pytest.mark.slow
 
@@ -113,7 +113,7 @@ def test_kill_9_loses_nothing_and_proves_nothing_twice(tmp_path: Path, bundled: 
             time.sleep(rng.uniform(0.0, 1.5))
             server.kill()
             kills += 1
-            _, proofs = journal_rows(journal)
+            _, proofs = read_journal(journal)
             for key, proof in proofs.items():
                 if journaled.setdefault(key, proof) != proof:
                     replaced.append(key)
@@ -155,7 +155,7 @@ def test_kill_9_loses_nothing_and_proves_nothing_twice(tmp_path: Path, bundled: 
         assert len(ids) >= 1 and len(set(ids)) == 1, (rid, ids)
     assert {rid: job["state"] for rid, job in final.items()} == dict.fromkeys(final, "succeeded")
 
-    jobs, proofs = journal_rows(journal)
+    jobs, proofs = read_journal(journal)
     by_request: dict[str, list[dict]] = {}
     for job in jobs.values():
         by_request.setdefault(job["request_id"], []).append(job)
