@@ -271,7 +271,7 @@ def engine_exposition() -> str:
 def test_every_queried_metric_exists_in_the_engine(engine_exposition):
     """Engine metrics in rules and dashboards exist in the real engine's /metrics; the others
     are Prometheus's, Alertmanager's or the collector's own, NVML/device-only, or named in
-    design.md section 5 and not yet exported by this engine (PENDING_ENGINE_METRICS)."""
+    docs/design.md section 5 and not yet exported by this engine (PENDING_ENGINE_METRICS)."""
     exposed = exposition_names(engine_exposition)
     assert "cuzk_gpu_worker_busy_seconds_total" in exposed
     records = {r["record"] for r in recording_rules()}

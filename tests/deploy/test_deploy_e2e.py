@@ -23,7 +23,7 @@ shipped rule files every second and sends alerts to Alertmanager (null receiver)
    returns at least one non-zero sample over the run, and every recording rule returns data.
    Skipped by name, with the reason: panels on NVML/device-budget metrics on the CPU backend,
    the collector's panels (no OpenTelemetry Collector here), the Jaeger traces panel (no
-   Jaeger here), and queries on engine metrics named in design.md section 5 that this engine
+   Jaeger here), and queries on engine metrics named in docs/design.md section 5 that this engine
    does not export yet (tests/deploy/_deploy_util.py: PENDING_ENGINE_METRICS). Metric names
    of Prometheus and Alertmanager used by rules and dashboards exist in their /metrics.
    Exemplars of both latency histograms carry the trace ids of submitted jobs. No rule failed
@@ -445,7 +445,7 @@ def test_engine_and_prometheus_end_to_end(stack):
         f"{max(shares, default=0):.2f}")
 
     # 2. Paused workers with work queued: the idle condition holds, the alert is suppressed.
-    # An engine without the paused-workers gauge (design.md section 5) cannot tell a pause from
+    # An engine without the paused-workers gauge (docs/design.md section 5) cannot tell a pause from
     # a wedge: there the idle alert must fire, which still shows it works on real data.
     can_suppress = "cuzk_gpu_workers_paused" in exposition_names(_text(f"{base}/metrics"))
     _http(f"{base}/v1/workers/pause", {})
@@ -493,7 +493,7 @@ def test_engine_and_prometheus_end_to_end(stack):
 
     # 4. Every dashboard query has data; rule health; metric names; exemplars; no false alerts.
     exposition = _text(f"{base}/metrics")
-    # Engine metrics (and the duration histogram's status label) that design.md section 5 names
+    # Engine metrics (and the duration histogram's status label) that docs/design.md section 5 names
     # but this engine does not export yet: queries that depend on them, directly or through a
     # recording rule, are skipped by name with that reason.
     pending_now = {m for m in PENDING_ENGINE_METRICS if m not in exposition_names(exposition)}
