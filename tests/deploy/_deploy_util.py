@@ -36,10 +36,6 @@ PENDING_ENGINE_METRICS = {
     "process_resident_memory_bytes": "prometheus_client's process collector, not registered on "
                                      "the engine's own registry (cuzk/telemetry/metrics.py)",
     "process_start_time_seconds": "the same process collector",
-    "cuzk_gpu_workers_paused": "docs/design.md section 5; being added to the engine",
-    "cuzk_gpu_worker_lease_age_seconds": "docs/design.md section 5; being added to the engine",
-    "cuzk_jobs_recovered_total": "docs/design.md section 5; comes with the job journal",
-    "cuzk_journal_write_seconds_bucket": "docs/design.md section 5; comes with the job journal",
 }
 
 

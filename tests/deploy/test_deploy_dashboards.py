@@ -248,15 +248,18 @@ def test_dashboard_provider_points_at_the_mounted_folder():
 
 
 @pytest.fixture(scope="module")
-def engine_exposition() -> str:
-    """The real engine's /metrics (CPU backend, in process, through the ASGI app)."""
+def engine_exposition(tmp_path_factory) -> str:
+    """The real engine's /metrics (CPU backend, in process, through the ASGI app), with its
+    journal in a temporary directory (never the user's)."""
     from starlette.testclient import TestClient
 
     from cuzk.api.app import create_app
     from cuzk.config import load_config
     from cuzk.engine import Engine
 
-    config = load_config(None, env={"CUZK_ENGINE_BACKEND": "cpu"})
+    journal = tmp_path_factory.mktemp("journal") / "journal.sqlite3"
+    config = load_config(None, env={"CUZK_ENGINE_BACKEND": "cpu",
+                                    "CUZK_JOURNAL_PATH": str(journal)})
     engine = Engine(config.engine_settings())
     engine.start()
     try:
