@@ -116,6 +116,12 @@ def test_compose_keeps_engine_state_on_a_volume_the_image_owns():
     assert re.search(r"^USER cuzk$", text, flags=re.M)
 
 
+def test_compose_gives_the_engine_time_to_drain():
+    svc = _compose()["services"]["cuzk"]
+    grace = int(svc["stop_grace_period"].removesuffix("s"))
+    assert grace > load_config(None, env={}).server.drain_timeout_s
+
+
 def test_grafana_root_url_is_the_alert_link_base():
     import importlib.util
     import sys
