@@ -30,12 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from cuzk.errors import Unavailable
+from cuzk.protocol import TERMINAL_STATES
 
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 APPLICATION_ID = 0x637A6B4A  # "czkJ": marks the file as a cuzk journal
-TERMINAL = ("succeeded", "failed", "cancelled")
+TERMINAL = TERMINAL_STATES
 ACCEPTED = "accepted"
 RETRY_AFTER_S = 10.0  # what a 503 for an unwritable journal suggests to the client
 PROBE_BYTES = 65_536  # a readiness probe must need new space, as a job's record would

@@ -66,13 +66,18 @@ def generate_zkey(
     return out_path
 
 
+def cached_zkey_path(proof_kind: str, r1cs_path: Path, keys_dir: Path | None = None) -> Path:
+    """Where the development zkey of this circuit is cached (it may not exist yet)."""
+    return Path(keys_dir or DEFAULT_KEYS_DIR) / f"{proof_kind}-{circuit_digest(r1cs_path)}.zkey"
+
+
 def ensure_zkey(
     proof_kind: str, r1cs_path: Path, keys_dir: Path | None = None, progress: Progress | None = None
 ) -> Path:
     """The cached zkey for this circuit, generating it (once, under a lock) if absent."""
-    directory = Path(keys_dir or DEFAULT_KEYS_DIR)
+    path = cached_zkey_path(proof_kind, r1cs_path, keys_dir)
+    directory = path.parent
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{proof_kind}-{circuit_digest(r1cs_path)}.zkey"
     if not path.exists():
         with open(directory / f".{path.name}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)

@@ -22,7 +22,7 @@ OPERATIONS_DOC = ROOT / "docs" / "operations.md"
 
 # Series that Prometheus itself makes; dashboards may query them next to the engine's.
 PROMETHEUS_SERIES = {"up", "ALERTS", "ALERTS_FOR_STATE"}
-# Device metrics that exist only where NVML is present (design.md section 5).
+# Device metrics that exist only where NVML is present (docs/design.md section 5).
 NVML_METRICS = {"cuzk_device_memory_used_bytes", "cuzk_device_utilization_ratio"}
 # Per-device budget metrics: exposed only where a GPU backend keeps device budgets.
 DEVICE_BUDGET_METRICS = {"cuzk_device_memory_budget_bytes", "cuzk_device_memory_reserved_bytes"}
