@@ -36,6 +36,9 @@ COPY --chmod=0755 deploy/docker/entrypoint.sh /usr/local/bin/cuzk-entrypoint
 USER cuzk
 WORKDIR /var/lib/cuzk
 
+# Listening on every interface, the server refuses to start without a bearer token
+# (CUZK_SERVER_AUTH_TOKEN or CUZK_SERVER_AUTH_TOKEN_FILE, e.g. a mounted secret) unless
+# CUZK_SERVER_ALLOW_UNAUTHENTICATED=true says the network in front is trusted.
 ENV HOME=/var/lib/cuzk \
     XDG_STATE_HOME=/var/lib/cuzk/state \
     CUZK_SERVER_LISTEN=0.0.0.0:9820 \
