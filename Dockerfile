@@ -31,6 +31,9 @@ RUN useradd --system --create-home --home-dir /var/lib/cuzk --shell /usr/sbin/no
 USER cuzk
 WORKDIR /var/lib/cuzk
 
+# Listening on every interface, the server refuses to start without a bearer token
+# (CUZK_SERVER_AUTH_TOKEN or CUZK_SERVER_AUTH_TOKEN_FILE, e.g. a mounted secret) unless
+# CUZK_SERVER_ALLOW_UNAUTHENTICATED=true says the network in front is trusted.
 ENV CUZK_SERVER_LISTEN=0.0.0.0:9820 \
     CUZK_ENGINE_KEYS_DIR=/var/lib/cuzk/keys
 

@@ -81,6 +81,23 @@ RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before retrying."
 SERVER_FAULT = Reply("Server fault: a bug or an unreadable file; the body says what (never the"
                      " answer to bad input).", ServerFault)
 
+def _retention() -> str:
+    """The retention rule with its defaults, read from the one place they are declared."""
+    from cuzk.config import JournalConfig
+    from cuzk.settings_schema import settings_of
+
+    keys = settings_of(JournalConfig)
+    jobs, seconds = keys["retention_jobs"].default, keys["retention_s"].default
+    return (
+        "Jobs are journaled when accepted and survive restarts (same id, same proofs). A"
+        " finished job is served until it is beyond the newest journal.retention_jobs finished"
+        f" jobs (default {jobs}) or older than journal.retention_s seconds (default {seconds},"
+        f" {int(seconds) // 86400} days); the idempotency of its request_id ends with it. While"
+        " the server drains for shutdown, a long-poll is answered with the job's state as it"
+        " is then."
+    )
+
+
 OPERATIONS: list[Operation] = [
     Operation(
         "post", "/v1/proofs", "submitProof", "Submit a proof job (idempotent on request_id)",
@@ -94,7 +111,8 @@ OPERATIONS: list[Operation] = [
             400: BAD_REQUEST,
             404: UNKNOWN_KIND,
             409: Reply("The request_id names a job submitted with a different body (another"
-                       " proof kind or other inputs); Location points at that job."),
+                       " proof kind, priority or inputs); nothing changes; Location points at"
+                       " that job."),
             413: Reply("Body larger than server.max_body_bytes."),
             422: Reply("Inputs that fail witness generation."),
             503: Reply("Draining for shutdown, or the journal cannot be written; retry after"
@@ -104,6 +122,7 @@ OPERATIONS: list[Operation] = [
     ),
     Operation(
         "get", "/v1/proofs/{job_id}", "getProof", "A job's state and, once succeeded, its proofs",
+        description=_retention(),
         parameters=(JOB, param("wait", "query", "Long-poll: wait up to this many seconds (0-300)"
                                " for the job to finish.",
                                {"type": "number", "minimum": 0, "maximum": 300},

@@ -37,6 +37,7 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
+from cuzk.protocol import PRIORITIES, TERMINAL_STATES
 from cuzk.serve_process import ServeProcess, read_journal, serve_env, submit_until_accepted
 
 KINDS = ("winning-post", "window-post")
@@ -80,7 +81,7 @@ def _backlog(n: int, window_partitions: int, seed: int, tag: str) -> list[dict[s
         if i % 3 == 2:
             jobs.append({"proof_kind": "window-post", "inputs": [window] * window_partitions,
                          "request_id": f"{tag}-window-{i}",
-                         "priority": rng.choice(["high", "normal", "low"])})
+                         "priority": rng.choice(PRIORITIES[1:])})
         else:
             jobs.append({"proof_kind": "winning-post", "inputs": [win],
                          "request_id": f"{tag}-win-{i}",
@@ -102,7 +103,7 @@ def _wait_done(url: str, job_id: str, deadline: float) -> dict[str, Any]:
     with httpx.Client(base_url=url, timeout=60) as client:
         while True:
             job = client.get(f"/v1/proofs/{job_id}", params={"wait": 30}).json()
-            if job.get("state") in ("succeeded", "failed", "cancelled"):
+            if job.get("state") in TERMINAL_STATES:
                 return job
             if time.monotonic() > deadline:
                 return job
