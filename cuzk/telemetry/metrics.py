@@ -10,8 +10,8 @@ never carry job or request ids.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -179,23 +179,47 @@ class EngineMetrics:
             devices = cuda_device_ids(engine.prover)
             if devices:
                 register_nvml(self.registry, devices)
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            PartitionPhaseEnded: self._phase_ended,
+            JobSettled: self._job_settled,
+            MemoryWaited: self._memory_waited,
+            JournalWritten: self._journal_written,
+        }
         self._subscription = engine.subscribe(self.observe)
 
     def close(self) -> None:
         self._subscription.close()
 
     def observe(self, event: EngineEvent) -> None:
-        """The event subscriber: histograms only (everything else is read at scrape time)."""
-        if isinstance(event, PartitionPhaseEnded):
-            self.phase_duration.labels(event.proof_kind, event.phase).observe(
-                event.seconds, _exemplar(event.trace_id, event.sampled))
-        elif isinstance(event, JobSettled):
-            self.job_duration.labels(event.proof_kind, event.outcome).observe(
-                event.duration_s, _exemplar(event.trace_id, event.sampled))
-        elif isinstance(event, MemoryWaited):
-            self.memory_wait.labels(event.consumer).observe(event.seconds)
-        elif isinstance(event, JournalWritten):
-            self.journal_write.observe(event.seconds)
+        """The event subscriber: histograms only (everything else is read at scrape time).
+
+        It runs in the engine's threads (a GPU worker's among them), so it stays short: one
+        dispatch on the event's type and a cached histogram child per label set."""
+        handler = self._handlers.get(type(event))
+        if handler is not None:
+            handler(event)
+
+    def _child(self, histogram: Histogram, labels: tuple[str, ...]) -> Any:
+        key = (id(histogram), labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = histogram.labels(*labels)
+        return child
+
+    def _phase_ended(self, e: PartitionPhaseEnded) -> None:
+        self._child(self.phase_duration, (e.proof_kind, e.phase)).observe(
+            e.seconds, _exemplar(e.trace_id, e.sampled))
+
+    def _job_settled(self, e: JobSettled) -> None:
+        self._child(self.job_duration, (e.proof_kind, e.outcome)).observe(
+            e.duration_s, _exemplar(e.trace_id, e.sampled))
+
+    def _memory_waited(self, e: MemoryWaited) -> None:
+        self._child(self.memory_wait, (e.consumer,)).observe(e.seconds)
+
+    def _journal_written(self, e: JournalWritten) -> None:
+        self.journal_write.observe(e.seconds)
 
     def render(self, openmetrics_format: bool = False) -> tuple[bytes, str]:
         """Exposition bytes and content type; OpenMetrics carries the exemplars."""
