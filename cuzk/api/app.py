@@ -39,9 +39,9 @@ from starlette.routing import Route
 
 from cuzk import __version__
 from cuzk.api.auth import BearerAuth, resolve_token
+from cuzk.api.front_metrics import FrontEndMetrics
 from cuzk.api.limits import InFlightLimit
-from cuzk.api.openapi import openapi_schema
-from cuzk.api.openapi_front import document_front_end
+from cuzk.api.openapi_front import front_end_document
 from cuzk.api.signals import OversizeNumber, check_signal_values, parse_json_int
 from cuzk.config import Config
 from cuzk.errors import CuzkError, FormatError, InputError, MemoryRequestTooLarge, Unavailable
@@ -440,10 +440,8 @@ def create_app(
         return JSONResponse({"status": "ready"})
 
     token = resolve_token(config.server)
-    schema = document_front_end(
-        openapi_schema(),
-        auth=token is not None,
-        metrics_require_auth=config.server.metrics_require_auth,
+    schema = front_end_document(
+        auth=token is not None, metrics_require_auth=config.server.metrics_require_auth
     )
 
     async def openapi(request: Request) -> Response:
@@ -476,11 +474,21 @@ def create_app(
         Route("/readyz", readyz, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
     ]
-    middleware = [Middleware(InFlightLimit, limit=config.server.max_requests_in_flight)]
+    front = FrontEndMetrics(engine_metrics.registry if engine_metrics is not None else None)
+    middleware = [
+        Middleware(
+            InFlightLimit,
+            limit=config.server.max_requests_in_flight,
+            on_refuse=front.request_refused,
+        )
+    ]
     if token is not None:
         middleware.append(
             Middleware(
-                BearerAuth, token=token, metrics_require_auth=config.server.metrics_require_auth
+                BearerAuth,
+                token=token,
+                metrics_require_auth=config.server.metrics_require_auth,
+                on_refuse=front.request_refused,
             )
         )
 
@@ -495,6 +503,7 @@ def create_app(
         exception_handlers={HTTPException: http_error, Exception: unexpected},
     )
     app.state.engine = engine
+    app.state.front_metrics = front  # the server protocol counts the connections it cuts
     app.state.config = config
     app.state.metrics = engine_metrics
     return app
