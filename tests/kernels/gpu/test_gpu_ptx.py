@@ -4,7 +4,8 @@ the launch ABI against the PTX entry, and records ptxas's full resource report. 
 not spill and must stay within its stack budget (kernels/gpu/ptx.py). In CI (CI=true) a missing
 toolchain is a failure: numba-cuda with NVVM 13.0 and ptxas come from the pinned pip packages.
 
-The bundle is built once, in two processes (the MSM kernels take most of the time)."""
+The bundle is built once, in two processes (the MSM kernels take most of the time), or taken
+from CUZK_TEST_GPU_KERNELS when that names one already built from this tree."""
 
 from __future__ import annotations
 
@@ -46,6 +47,12 @@ def bundle(tmp_path_factory) -> tuple[Path, dict]:
     problem = _toolchain_problem()
     if problem:
         require_tool("GPU compile toolchain", "", hint=problem)
+    prebuilt = os.environ.get("CUZK_TEST_GPU_KERNELS")
+    if prebuilt:
+        # A bundle built by scripts/build_gpu_kernels.py from this tree (load_bundle in
+        # test_bundle_verifies_against_this_tree refuses one built from other sources).
+        out = Path(prebuilt)
+        return out, json.loads((out / "manifest.json").read_text())
     out = tmp_path_factory.mktemp("kernels") / "gpu-kernels"
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     proc = subprocess.run([sys.executable, "scripts/build_gpu_kernels.py", "--jobs", "2", str(out)],
