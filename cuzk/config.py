@@ -339,6 +339,9 @@ def engine_settings(config: Config) -> EngineSettings:
         metrics_enabled=config.telemetry.metrics,
         tracing_enabled=config.telemetry.tracing,
         service_name=config.telemetry.service_name,
+        journal_path=config.journal.path if config.journal.enabled else None,
+        job_retention=config.journal.retention_jobs,
+        job_retention_s=config.journal.retention_s,
         proof_kinds={
             name: ProofKindSettings(
                 name=name,
@@ -662,7 +665,13 @@ def dump_defaults(bundled: Iterable[Any] | None = None) -> str:
             f"# partitions = {_toml_value(int(b.partitions))}",
             f"# priority = {_toml_value(str(b.priority))}",
         ]
-    out += ["#", "# Every key of a proof kind, shown for a kind of your own:", "#"]
+    out += [
+        "#",
+        "# Every key of a proof kind, shown for a kind of your own. `cuzk circuit add NAME",
+        "# --r1cs F --wasm F [--zkey F]` checks the files and writes such a table;",
+        "# docs/custom-circuits.md walks through it:",
+        "#",
+    ]
     out.append("# [proof_kinds.my-circuit]")
     for key, spec in PROOF_KIND_SCHEMA.items():
         shown = spec.example if spec.default is REQUIRED else spec.default

@@ -105,3 +105,18 @@ def curve_for_scalar_prime(r: int) -> Curve:
         if curve.r == r:
             return curve
     raise KeyError(r)
+
+
+BN128_SCALAR_PRIME = 0x30644E72E131A029B85045B68181585D2833E84879B9709143E1F593F0000001
+"""circom's default ``--prime`` (BN254), which cuzk does not prove on: named in errors only."""
+
+
+def unknown_scalar_prime(r: int) -> str:
+    """What to tell a user whose r1cs / wtns / wasm carries a prime of no supported curve."""
+    supported = ", ".join(CURVES)
+    if r == BN128_SCALAR_PRIME:
+        return (
+            f"compiled for bn128 (circom's default prime), but cuzk proves on {supported} only:"
+            " compile with --prime bls12381"
+        )
+    return f"prime {r:#x} is not the scalar field of a supported curve ({supported})"

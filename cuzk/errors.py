@@ -38,6 +38,27 @@ class UnknownJob(InputError):
     http_status = 404
 
 
+class RequestConflict(InputError):
+    """A ``request_id`` already names a job whose body (kind, priority, inputs) differs."""
+
+    http_status = 409
+
+    def __init__(self, message: str, job_id: str) -> None:
+        super().__init__(message)
+        self.job_id = job_id
+
+
+class Unavailable(CuzkError):
+    """The server cannot take this request now (draining, journal unwritable): a 503,
+    with ``Retry-After`` when ``retry_after`` seconds is known."""
+
+    http_status = 503
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class MemoryRequestTooLarge(CuzkError):
     """A reservation larger than the whole memory budget: it could never be granted."""
 

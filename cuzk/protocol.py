@@ -56,11 +56,20 @@ WORKER_STATES: tuple[str, ...] = get_args(WorkerState)
 
 KeyEvictResult = Literal["evicted", "deferred", "not_resident"]
 
+# ---- shapes -----------------------------------------------------------------------------
+# Each body is a TypedDict (no import cost for a client). ``__pydantic_config__`` is read only
+# where the OpenAPI document is generated: a shape lists every field it may carry (``closed``),
+# field docstrings become descriptions.
+_CLOSED = {"extra": "forbid", "use_attribute_docstrings": True}
+_OPEN = {"extra": "allow", "use_attribute_docstrings": True}
+
 # ---- requests ---------------------------------------------------------------------------
 
 
 class SubmitRequest(TypedDict):
     """``POST /v1/proofs``."""
+
+    __pydantic_config__ = _CLOSED
 
     proof_kind: str
     inputs: list[dict[str, Any]]
@@ -75,6 +84,7 @@ class SubmitRequest(TypedDict):
 
 
 class PartitionInfo(TypedDict):
+    __pydantic_config__ = _CLOSED
     index: int
     phase: Phase
     phase_ms: dict[str, float]
@@ -85,6 +95,7 @@ class PartitionInfo(TypedDict):
 
 
 class ProofEntry(TypedDict):
+    __pydantic_config__ = _CLOSED
     proof: dict[str, Any]
     """snarkjs ``proof.json``."""
     public: list[Any]
@@ -92,6 +103,7 @@ class ProofEntry(TypedDict):
 
 
 class JobTimings(TypedDict):
+    __pydantic_config__ = _CLOSED
     submitted_at: float
     """Wall-clock seconds (Unix time)."""
     finished_at: float | None
@@ -101,6 +113,8 @@ class JobTimings(TypedDict):
 
 class JobInfo(TypedDict):
     """A job, as ``POST /v1/proofs``, ``GET/DELETE /v1/proofs/{id}`` and the status return it."""
+
+    __pydantic_config__ = _CLOSED
 
     id: str
     request_id: str | None
@@ -120,6 +134,7 @@ class JobInfo(TypedDict):
 
 
 class WorkerInfo(TypedDict):
+    __pydantic_config__ = _CLOSED
     id: str
     device: str
     state: WorkerState
@@ -136,6 +151,7 @@ class WorkerInfo(TypedDict):
 
 
 class MemoryWaiterInfo(TypedDict):
+    __pydantic_config__ = _CLOSED
     consumer: str
     bytes: int
     priority: Priority | None
@@ -144,6 +160,7 @@ class MemoryWaiterInfo(TypedDict):
 
 
 class MemoryBudgetInfo(TypedDict):
+    __pydantic_config__ = _CLOSED
     name: str
     budget_bytes: int
     reserved_bytes: int
@@ -155,11 +172,13 @@ class MemoryBudgetInfo(TypedDict):
 
 
 class MemoryInfo(MemoryBudgetInfo):
+    __pydantic_config__ = _CLOSED
     devices: dict[str, MemoryBudgetInfo]
     """One budget per GPU device (CUDA backend), by device name."""
 
 
 class KeyInfo(TypedDict):
+    __pydantic_config__ = _CLOSED
     proof_kind: str
     host_bytes: int
     device_bytes: dict[str, int]
@@ -170,6 +189,7 @@ class KeyInfo(TypedDict):
 
 
 class QueueDepths(TypedDict):
+    __pydantic_config__ = _CLOSED
     pending: int
     """Partitions waiting for a synthesis thread."""
     gpu: int
@@ -177,6 +197,7 @@ class QueueDepths(TypedDict):
 
 
 class CounterTotals(TypedDict):
+    __pydantic_config__ = _CLOSED
     jobs_submitted: dict[str, int]
     """By proof kind."""
     jobs_completed: dict[str, int]
@@ -187,6 +208,8 @@ class CounterTotals(TypedDict):
 
 class StatusInfo(TypedDict):
     """``GET /v1/status``: one snapshot, computed from open leases and scopes when asked."""
+
+    __pydantic_config__ = _CLOSED
 
     time: float
     uptime_s: float
@@ -210,6 +233,7 @@ class StatusInfo(TypedDict):
 
 
 class CircuitInfo(TypedDict):
+    __pydantic_config__ = _CLOSED
     proof_kind: str
     partitions: int
     priority: Priority
@@ -219,30 +243,71 @@ class CircuitInfo(TypedDict):
 
 
 class CircuitList(TypedDict):
+    __pydantic_config__ = _CLOSED
     circuits: list[CircuitInfo]
 
 
-class KeyPreloaded(CircuitInfo):
+class KeyPreloadInfo(CircuitInfo):
+    __pydantic_config__ = _CLOSED
     host_bytes: int
 
 
-class KeyEvicted(CircuitInfo):
+class KeyEvictInfo(CircuitInfo):
+    __pydantic_config__ = _CLOSED
     result: KeyEvictResult
 
 
 class WorkersPausedInfo(TypedDict):
+    __pydantic_config__ = _CLOSED
     workers_paused: bool
 
 
 class Health(TypedDict):
+    __pydantic_config__ = _CLOSED
     status: Literal["ok"]
     version: str
 
 
 class Readiness(TypedDict):
+    __pydantic_config__ = _CLOSED
     status: Literal["ready", "not ready"]
+    reason: NotRequired[str]
+    """Why not ready: not started, draining, the journal cannot be written."""
 
 
-class ErrorBody(TypedDict):
+class VerificationKey(TypedDict):
+    """snarkjs's ``verification_key.json`` (what ``snarkjs zkey export verificationkey``
+    writes, ``vk_alphabeta_12`` included), for ``snarkjs groth16 verify``."""
+
+    __pydantic_config__ = _OPEN
+    protocol: Literal["groth16"]
+    curve: str
+    nPublic: int
+    vk_alpha_1: list[Any]
+    vk_beta_2: list[Any]
+    vk_gamma_2: list[Any]
+    vk_delta_2: list[Any]
+    vk_alphabeta_12: list[Any]
+    IC: list[Any]
+
+
+SampleInput = dict[str, Any]
+"""A proof kind's example input signals for one partition."""
+
+
+class Error(TypedDict):
+    __pydantic_config__ = _CLOSED
     error: str
     """What is wrong, for a human."""
+
+
+class ServerFault(TypedDict):
+    """A server-side fault. When a server-side file (proving key, circuit) is at fault,
+    ``file`` names it, ``section`` the part of it that is wrong (when known) and ``problem``
+    says what is wrong; ``error`` repeats all of it for a human."""
+
+    __pydantic_config__ = _CLOSED
+    error: str
+    file: NotRequired[str]
+    section: NotRequired[str]
+    problem: NotRequired[str]

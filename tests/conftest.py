@@ -17,6 +17,13 @@ ROOT = Path(__file__).resolve().parents[1]
 KEYS_DIR = Path(os.environ.get("CUZK_TEST_KEYS_DIR", ROOT / ".cache" / "keys"))
 
 
+@pytest.fixture(autouse=True)
+def _private_state_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    """Every test (and every ``cuzk serve`` it starts) gets its own default journal location,
+    never the user's ~/.local/state/cuzk/journal.sqlite3 and never another test's."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+
+
 @pytest.fixture(scope="session")
 def snarkjs():
     """Run the pinned snarkjs CLI: ``snarkjs("groth16", "verify", ...)`` -> stdout."""

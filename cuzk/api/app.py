@@ -8,12 +8,14 @@ wrong, so bad input never reaches (or disturbs) the engine.
 Status codes: 202 submit accepted (the same job again for a repeated ``request_id``); 400
 malformed JSON, a body that is not an object, missing/unknown/mistyped fields, the wrong number
 of partition inputs, a bad ``?wait``; 404 unknown job id, unknown proof kind (on submit too,
-since the kind names a resource), unknown route; 405 wrong method; 413 body over
-``server.max_body_bytes`` (refused while reading); 422 inputs the witness generator rejects;
-507 a partition larger than the whole memory budget; 500 a corrupt server-side file (naming it)
-or anything unexpected. In front of the routes: 401 without the bearer token when one is
-configured (``cuzk.api.auth``), 503 past ``server.max_requests_in_flight`` (``cuzk.api.limits``);
-below them, 408 and closed connections for slow clients (``cuzk.api.server``).
+since the kind names a resource), unknown route; 405 wrong method; 409 a ``request_id`` that
+names a job with a different body; 413 body over ``server.max_body_bytes`` (refused while
+reading); 422 inputs the witness generator rejects; 503 (with ``Retry-After``) while draining
+or when the journal cannot be written; 507 a partition larger than the whole memory budget;
+500 a corrupt server-side file (naming it) or anything unexpected. In front of the routes: 401
+without the bearer token when one is configured (``cuzk.api.auth``), 503 past
+``server.max_requests_in_flight`` (``cuzk.api.limits``); below them, 408 and closed connections
+for slow clients (``cuzk.api.server``).
 """
 
 from __future__ import annotations
@@ -37,11 +39,12 @@ from starlette.routing import Route
 
 from cuzk import __version__
 from cuzk.api.auth import BearerAuth, resolve_token
+from cuzk.api.front_metrics import FrontEndMetrics
 from cuzk.api.limits import InFlightLimit
-from cuzk.api.openapi import openapi_schema
+from cuzk.api.openapi_front import front_end_document
 from cuzk.api.signals import OversizeNumber, check_signal_values, parse_json_int
 from cuzk.config import Config
-from cuzk.errors import CuzkError, FormatError, InputError, MemoryRequestTooLarge
+from cuzk.errors import CuzkError, FormatError, InputError, MemoryRequestTooLarge, Unavailable
 from cuzk.protocol import PRIORITIES, TERMINAL_STATES, CircuitInfo
 from cuzk.telemetry.metrics import EngineMetrics
 
@@ -281,7 +284,15 @@ def create_app(
                 log.error("server file fault on %s %s: %s", request.method, request.url.path, e)
                 return server_file_fault(e)
             except InputError as e:
-                return error_response(getattr(e, "http_status", 400), str(e))
+                response = error_response(getattr(e, "http_status", 400), str(e))
+                if getattr(e, "job_id", None):  # 409: where the existing job is
+                    response.headers["Location"] = f"/v1/proofs/{e.job_id}"  # type: ignore[attr-defined]
+                return response
+            except Unavailable as e:
+                response = error_response(503, str(e))
+                if e.retry_after is not None:
+                    response.headers["Retry-After"] = str(math.ceil(e.retry_after))
+                return response
             except MemoryRequestTooLarge as e:
                 return error_response(507, str(e))
             except CuzkError as e:
@@ -336,9 +347,12 @@ def create_app(
         wait = parse_wait(request)
         job = await call(engine.get, job_id)
         deadline = time.monotonic() + wait
+        drained = getattr(engine, "drained", None)  # shutting down: answer with the state now
         while job.to_dict()["state"] not in TERMINAL_STATES:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or await request.is_disconnected():
+                break
+            if drained is not None and drained.is_set():
                 break
             job = await anyio.to_thread.run_sync(
                 engine.wait, job_id, min(_WAIT_SLICE_SECONDS, remaining), limiter=long_polls
@@ -419,12 +433,16 @@ def create_app(
 
     @endpoint
     async def readyz(request: Request) -> Response:
-        # Ready = started and not shutting down (the engine refuses submits otherwise).
-        if not engine.running:
-            return JSONResponse({"status": "not ready"}, status_code=503)
+        # Ready = started, not draining, journal writable (the engine refuses submits otherwise).
+        reason = await call(engine.readiness)
+        if reason is not None:
+            return JSONResponse({"status": "not ready", "reason": reason}, status_code=503)
         return JSONResponse({"status": "ready"})
 
-    schema = openapi_schema()
+    token = resolve_token(config.server)
+    schema = front_end_document(
+        auth=token is not None, metrics_require_auth=config.server.metrics_require_auth
+    )
 
     async def openapi(request: Request) -> Response:
         return JSONResponse(schema)
@@ -456,18 +474,36 @@ def create_app(
         Route("/readyz", readyz, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
     ]
-    middleware = [Middleware(InFlightLimit, limit=config.server.max_requests_in_flight)]
-    token = resolve_token(config.server)
+    front = FrontEndMetrics(engine_metrics.registry if engine_metrics is not None else None)
+    middleware = [
+        Middleware(
+            InFlightLimit,
+            limit=config.server.max_requests_in_flight,
+            on_refuse=front.request_refused,
+        )
+    ]
     if token is not None:
         middleware.append(
             Middleware(
-                BearerAuth, token=token, metrics_require_auth=config.server.metrics_require_auth
+                BearerAuth,
+                token=token,
+                metrics_require_auth=config.server.metrics_require_auth,
+                on_refuse=front.request_refused,
             )
         )
+
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        # Outside the endpoints' own mapping (a probe, the schema): still JSON, never text.
+        log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
+        return error_response(500, f"internal error: {type(exc).__name__}")
+
     app = Starlette(
-        routes=routes, middleware=middleware, exception_handlers={HTTPException: http_error}
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={HTTPException: http_error, Exception: unexpected},
     )
     app.state.engine = engine
+    app.state.front_metrics = front  # the server protocol counts the connections it cuts
     app.state.config = config
     app.state.metrics = engine_metrics
     return app

@@ -14,6 +14,7 @@ import hmac
 import json
 import logging
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -82,8 +83,15 @@ def _unauthorized(message: str, challenge: str) -> tuple[dict[str, Any], dict[st
 class BearerAuth:
     """ASGI middleware refusing requests without the right bearer token (401)."""
 
-    def __init__(self, app: Any, token: str, metrics_require_auth: bool = False) -> None:
+    def __init__(
+        self,
+        app: Any,
+        token: str,
+        metrics_require_auth: bool = False,
+        on_refuse: Callable[[str], None] | None = None,
+    ) -> None:
         self.app = app
+        self.on_refuse = on_refuse
         self._token = token.encode("ascii")
         self.open_paths = OPEN_PATHS if metrics_require_auth else OPEN_PATHS | {"/metrics"}
 
@@ -105,6 +113,8 @@ class BearerAuth:
         if verdict:
             await self.app(scope, receive, send)
             return
+        if self.on_refuse is not None:
+            self.on_refuse("unauthorized")
         if verdict is None:
             message = "authentication required: send 'Authorization: Bearer <token>'"
             challenge = f'Bearer realm="{REALM}"'

@@ -9,6 +9,7 @@ overloaded server is alive, and its probes must say so quickly.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 Scope = dict[str, Any]
@@ -19,16 +20,21 @@ EXEMPT_PATHS = frozenset({"/healthz", "/readyz"})
 class InFlightLimit:
     """ASGI middleware: at most ``limit`` HTTP requests inside the app at once."""
 
-    def __init__(self, app: Any, limit: int) -> None:
+    def __init__(
+        self, app: Any, limit: int, on_refuse: Callable[[str], None] | None = None
+    ) -> None:
         self.app = app
         self.limit = limit
         self.in_flight = 0
+        self.on_refuse = on_refuse
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["path"] in EXEMPT_PATHS:
             await self.app(scope, receive, send)
             return
         if self.in_flight >= self.limit:
+            if self.on_refuse is not None:
+                self.on_refuse("too_many_requests")
             body = json.dumps(
                 {
                     "error": f"the server is handling {self.limit} requests, its limit"

@@ -1,183 +1,262 @@
-"""The OpenAPI 3.1 description of the HTTP API, written by hand so it documents the contract
-(including every error) rather than whatever a generator infers; a test checks it covers
-every route the app serves."""
+"""The OpenAPI 3.1 document of the HTTP API, generated from the wire protocol.
+
+Every body shape comes from ``cuzk.protocol`` (its TypedDicts, turned into JSON Schema by
+pydantic), so the document cannot drift from what the server sends; what is written here is
+only what a shape cannot say: each route's summary, parameters and the meaning of each status.
+A route is one ``Operation`` in ``OPERATIONS``; adding a route (or a status to every route)
+is adding an entry (or mapping over the list) before ``openapi_schema`` renders it.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from cuzk import __version__
-from cuzk.protocol import PRIORITIES
-
-JOB_STATES = ["queued", "running", "succeeded", "failed", "cancelled"]
-PARTITION_PHASES = [
-    "waiting_memory", "synthesizing", "queued_gpu", "proving", "finalizing",
-    "done", "failed", "cancelled",
-]  # fmt: skip
-
-
-def _ref(name: str) -> dict[str, str]:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": schema}}}
-
-
-def _error(description: str) -> dict[str, Any]:
-    return _json(_ref("Error"), description)
-
-
-_KIND_PARAM = {
-    "name": "proof_kind",
-    "in": "path",
-    "required": True,
-    "description": "A configured proof kind, for example porep-c2.",
-    "schema": {"type": "string"},
-}
-_JOB_PARAM = {
-    "name": "job_id",
-    "in": "path",
-    "required": True,
-    "description": "The job id returned by POST /v1/proofs, in full.",
-    "schema": {"type": "string"},
-}
-
-_SCHEMAS: dict[str, Any] = {
-    "Error": {
-        "type": "object",
-        "required": ["error"],
-        "properties": {"error": {"type": "string", "description": "What is wrong, for a human."}},
-        "additionalProperties": False,
-    },
-    "SubmitRequest": {
-        "type": "object",
-        "required": ["proof_kind", "inputs"],
-        "additionalProperties": False,
-        "properties": {
-            "proof_kind": {"type": "string", "examples": ["porep-c2"]},
-            "inputs": {
-                "type": "array",
-                "description": "One object of circuit input signals per partition; the count"
-                " must equal the proof kind's partitions.",
-                "items": {"type": "object", "additionalProperties": True},
-            },
-            "request_id": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": 256,
-                "description": "Idempotency key: a repeat returns the same job.",
-            },
-            "priority": {
-                "type": "string",
-                "enum": list(PRIORITIES),
-                "description": "Defaults to the proof kind's configured priority.",
-            },
-        },
-    },
-    "Job": {
-        "type": "object",
-        "required": ["id", "proof_kind", "state"],
-        "additionalProperties": True,
-        "properties": {
-            "id": {"type": "string"},
-            "request_id": {"type": ["string", "null"]},
-            "proof_kind": {"type": "string"},
-            "priority": {"type": "string", "enum": list(PRIORITIES)},
-            "state": {"type": "string", "enum": JOB_STATES},
-            "partitions": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "additionalProperties": True,
-                    "properties": {
-                        "index": {"type": "integer"},
-                        "phase": {"type": "string", "enum": PARTITION_PHASES},
-                    },
-                },
-            },
-            "proofs": {
-                "type": ["array", "null"],
-                "description": "When succeeded: per partition, the snarkjs proof.json and"
-                " public.json contents.",
-                "items": {"type": "object", "additionalProperties": True},
-            },
-            "error": {"type": ["string", "null"]},
-            "timings": {"type": "object", "additionalProperties": True},
-        },
-    },
-    "Status": {
-        "type": "object",
-        "description": "Engine snapshot: jobs, partitions (phase, per-phase milliseconds),"
-        " workers (state, current job and partition, busy seconds), memory, resident keys,"
-        " counters.",
-        "additionalProperties": True,
-        "properties": {
-            "jobs": {"type": "array", "items": {"type": "object"}},
-            "partitions": {"type": "array", "items": {"type": "object"}},
-            "workers": {"type": "array", "items": {"type": "object"}},
-            "memory": {"type": "object"},
-            "keys": {"type": "array", "items": {"type": "object"}},
-            "counters": {"type": "object"},
-        },
-    },
-    "Circuit": {
-        "type": "object",
-        "additionalProperties": True,
-        "properties": {
-            "proof_kind": {"type": "string"},
-            "partitions": {"type": "integer", "minimum": 1},
-            "priority": {"type": "string", "enum": list(PRIORITIES)},
-            "resident": {"type": "boolean"},
-        },
-    },
-    "Circuits": {
-        "type": "object",
-        "required": ["circuits"],
-        "properties": {"circuits": {"type": "array", "items": _ref("Circuit")}},
-    },
-    "VerificationKey": {
-        "type": "object",
-        "description": "snarkjs's verification_key.json (what `snarkjs zkey export"
-        " verificationkey` writes, vk_alphabeta_12 included), for `snarkjs groth16 verify`.",
-        "required": [
-            "protocol",
-            "curve",
-            "nPublic",
-            "vk_alpha_1",
-            "vk_beta_2",
-            "vk_gamma_2",
-            "vk_delta_2",
-            "vk_alphabeta_12",
-            "IC",
-        ],
-        "additionalProperties": True,
-        "properties": {
-            "protocol": {"const": "groth16"},
-            "curve": {"type": "string", "examples": ["bls12381"]},
-            "nPublic": {"type": "integer", "minimum": 0},
-        },
-    },
-    "WorkersPaused": {
-        "type": "object",
-        "required": ["workers_paused"],
-        "properties": {"workers_paused": {"type": "boolean"}},
-    },
-    "Health": {
-        "type": "object",
-        "required": ["status"],
-        "properties": {"status": {"type": "string"}, "version": {"type": "string"}},
-    },
-}
-
-_BAD_REQUEST = _error(
-    "Bad request: malformed JSON, body not an object, missing or unknown fields, a field of"
-    " the wrong type, or the wrong number of partition inputs."
+from cuzk.protocol import (
+    CircuitList,
+    Error,
+    Health,
+    JobInfo,
+    KeyEvictInfo,
+    KeyPreloadInfo,
+    Readiness,
+    SampleInput,
+    ServerFault,
+    StatusInfo,
+    SubmitRequest,
+    VerificationKey,
+    WorkersPausedInfo,
 )
 
+REF_TEMPLATE = "#/components/schemas/{model}"
 
-def openapi_schema() -> dict[str, Any]:
-    """The schema served at /openapi.json."""
+
+@dataclass(frozen=True)
+class Reply:
+    """One status of one route: what it means, and the protocol shape of its JSON body
+    (``content`` instead for a body that is not JSON)."""
+
+    description: str
+    shape: Any = Error
+    content: Mapping[str, Any] | None = None
+    headers: Mapping[str, Any] | None = None  # OpenAPI header objects by name
+
+
+@dataclass(frozen=True)
+class Operation:
+    method: str
+    path: str
+    operation_id: str
+    summary: str
+    replies: Mapping[int, Reply]
+    request: Any = None  # the protocol shape of the JSON request body
+    parameters: tuple[Mapping[str, Any], ...] = ()
+    description: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)  # more OpenAPI operation fields
+
+
+def param(name: str, where: str, description: str, schema: Mapping[str, Any],
+          required: bool = True) -> dict[str, Any]:
+    return {"name": name, "in": where, "required": required, "description": description,
+            "schema": dict(schema)}
+
+
+KIND = param("proof_kind", "path", "A configured proof kind, for example porep-c2.",
+             {"type": "string"})
+JOB = param("job_id", "path", "The job id returned by POST /v1/proofs, in full.",
+            {"type": "string"})
+BAD_REQUEST = Reply(
+    "Bad request: malformed JSON, body not an object, missing or unknown fields, a field of"
+    " the wrong type, or the wrong number of partition inputs.")
+UNKNOWN_KIND = Reply("Unknown proof kind.")
+BROKEN_KEY = Reply("The kind's proving key is corrupt or for another circuit (the body names"
+                   " the file and the section).", ServerFault)
+TEXT = {"schema": {"type": "string"}}
+RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before retrying.",
+                               "schema": {"type": "string", "pattern": "^[0-9]+$"}}}
+SERVER_FAULT = Reply("Server fault: a bug or an unreadable file; the body says what (never the"
+                     " answer to bad input).", ServerFault)
+
+def _retention() -> str:
+    """The retention rule with its defaults, read from the one place they are declared."""
+    from cuzk.config import JournalConfig
+    from cuzk.settings_schema import settings_of
+
+    keys = settings_of(JournalConfig)
+    jobs, seconds = keys["retention_jobs"].default, keys["retention_s"].default
+    return (
+        "Jobs are journaled when accepted and survive restarts (same id, same proofs). A"
+        " finished job is served until it is beyond the newest journal.retention_jobs finished"
+        f" jobs (default {jobs}) or older than journal.retention_s seconds (default {seconds},"
+        f" {int(seconds) // 86400} days); the idempotency of its request_id ends with it. While"
+        " the server drains for shutdown, a long-poll is answered with the job's state as it"
+        " is then."
+    )
+
+
+OPERATIONS: list[Operation] = [
+    Operation(
+        "post", "/v1/proofs", "submitProof", "Submit a proof job (idempotent on request_id)",
+        description="A W3C traceparent header makes the job's span its child.",
+        request=SubmitRequest,
+        parameters=(param("traceparent", "header", "W3C trace context of the caller.",
+                          {"type": "string"}, required=False),),
+        replies={
+            202: Reply("Accepted; the job (the same one for a repeated request_id). Location"
+                       " points at it.", JobInfo),
+            400: BAD_REQUEST,
+            404: UNKNOWN_KIND,
+            409: Reply("The request_id names a job submitted with a different body (another"
+                       " proof kind, priority or inputs); nothing changes; Location points at"
+                       " that job."),
+            413: Reply("Body larger than server.max_body_bytes."),
+            422: Reply("Inputs that fail witness generation."),
+            503: Reply("Draining for shutdown, or the journal cannot be written; retry after"
+                       " Retry-After seconds.", headers=RETRY_AFTER),
+            507: Reply("A partition needs more memory than the whole budget."),
+        },
+    ),
+    Operation(
+        "get", "/v1/proofs/{job_id}", "getProof", "A job's state and, once succeeded, its proofs",
+        description=_retention(),
+        parameters=(JOB, param("wait", "query", "Long-poll: wait up to this many seconds (0-300)"
+                               " for the job to finish.",
+                               {"type": "number", "minimum": 0, "maximum": 300},
+                               required=False)),
+        replies={200: Reply("The job.", JobInfo), 400: Reply("Bad wait value."),
+                 404: Reply("Unknown job id.")},
+    ),
+    Operation(
+        "delete", "/v1/proofs/{job_id}", "cancelProof",
+        "Cancel a job (queued partitions dropped, running ones stop at the next step)",
+        parameters=(JOB,),
+        replies={200: Reply("The job after cancellation.", JobInfo),
+                 404: Reply("Unknown job id.")},
+    ),
+    Operation(
+        "get", "/v1/status", "getStatus",
+        "Engine snapshot: workers, partitions by phase, jobs, memory, keys, counters",
+        replies={200: Reply("The snapshot, computed from open leases when asked.", StatusInfo)},
+    ),
+    Operation(
+        "get", "/v1/circuits", "listCircuits",
+        "Configured proof kinds with sizes, partitions, priority and key residency",
+        replies={200: Reply("The proof kinds.", CircuitList)},
+    ),
+    Operation(
+        "get", "/v1/circuits/{proof_kind}/verification_key", "getVerificationKey",
+        "The verification key of the proving key the server proves this kind with",
+        parameters=(KIND,),
+        replies={200: Reply("snarkjs verification_key.json.", VerificationKey),
+                 404: UNKNOWN_KIND, 500: BROKEN_KEY},
+    ),
+    Operation(
+        "get", "/v1/circuits/{proof_kind}/sample_input", "getSampleInput",
+        "The kind's example input for one partition (sample_input)",
+        parameters=(KIND,),
+        replies={200: Reply("Input signals for one partition.", SampleInput),
+                 404: Reply("Unknown proof kind, or it has no sample input."),
+                 500: Reply("The sample input file is unreadable.")},
+    ),
+    Operation(
+        "post", "/v1/keys/{proof_kind}/preload", "preloadKey",
+        "Load (generating on first use) a proof kind's proving key",
+        parameters=(KIND,),
+        replies={200: Reply("The proof kind, key resident.", KeyPreloadInfo),
+                 404: UNKNOWN_KIND, 500: BROKEN_KEY,
+                 507: Reply("The key needs more memory than the whole budget.")},
+    ),
+    Operation(
+        "delete", "/v1/keys/{proof_kind}", "evictKey", "Evict a proof kind's resident proving key",
+        parameters=(KIND,),
+        replies={200: Reply("The proof kind and what happened to its key.", KeyEvictInfo),
+                 404: UNKNOWN_KIND},
+    ),
+    Operation(
+        "post", "/v1/workers/pause", "pauseWorkers", "Stop GPU workers taking new partitions",
+        replies={200: Reply("Paused.", WorkersPausedInfo)},
+    ),
+    Operation(
+        "post", "/v1/workers/resume", "resumeWorkers", "Let GPU workers take partitions again",
+        replies={200: Reply("Resumed.", WorkersPausedInfo)},
+    ),
+    Operation(
+        "get", "/metrics", "metrics",
+        "Prometheus metrics; OpenMetrics (with exemplars) when the Accept header asks for"
+        " application/openmetrics-text",
+        replies={200: Reply("The exposition.", None,
+                            {"text/plain": TEXT, "application/openmetrics-text": TEXT}),
+                 404: Reply("Metrics disabled in the configuration.")},
+    ),
+    Operation(
+        "get", "/healthz", "healthz", "Liveness: the process answers",
+        replies={200: Reply("Alive.", Health)},
+    ),
+    Operation(
+        "get", "/readyz", "readyz", "Readiness: the engine is started and accepting jobs",
+        replies={200: Reply("Ready.", Readiness), 503: Reply("Not ready.", Readiness)},
+    ),
+    Operation(
+        "get", "/openapi.json", "openapi", "This document",
+        replies={200: Reply("OpenAPI 3.1", None,
+                            {"application/json": {"schema": {"type": "object"}}})},
+    ),
+]
+
+
+def _shapes(operations: Iterable[Operation]) -> list[Any]:
+    out: list[Any] = []
+    for op in operations:
+        for shape in (op.request, *(r.shape for r in op.replies.values())):
+            if shape is not None and all(shape is not s for s in out):
+                out.append(shape)
+    return out
+
+
+def shape_schemas(shapes: Iterable[Any]) -> tuple[dict[int, dict[str, Any]], dict[str, Any]]:
+    """(id(shape) -> its schema, often a ``$ref``; the component schemas they refer to)."""
+    shapes = list(shapes)
+    inputs = [((i, "validation"), "validation", TypeAdapter(s)) for i, s in enumerate(shapes)]
+    by_key, defs = TypeAdapter.json_schemas(inputs, ref_template=REF_TEMPLATE)  # type: ignore[arg-type]
+    schemas = {id(s): by_key[((i, "validation"), "validation")] for i, s in enumerate(shapes)}
+    return schemas, defs.get("$defs", {})
+
+
+def _operation(op: Operation, schemas: Mapping[int, dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {"operationId": op.operation_id, "summary": op.summary}
+    if op.description:
+        out["description"] = op.description
+    if op.parameters:
+        out["parameters"] = [dict(p) for p in op.parameters]
+    if op.request is not None:
+        out["requestBody"] = {"required": True, "content": {
+            "application/json": {"schema": schemas[id(op.request)]}}}
+    responses: dict[str, Any] = {}
+    for status, reply in sorted({500: SERVER_FAULT, **op.replies}.items()):
+        body: dict[str, Any] = {"description": reply.description}
+        if reply.headers:
+            body["headers"] = {k: dict(v) for k, v in reply.headers.items()}
+        if reply.content is not None:
+            body["content"] = {k: dict(v) for k, v in reply.content.items()}
+        elif reply.shape is not None:
+            body["content"] = {"application/json": {"schema": schemas[id(reply.shape)]}}
+        responses[str(status)] = body
+    out["responses"] = responses
+    out.update(op.extra)
+    return out
+
+
+def openapi_schema(operations: Iterable[Operation] = OPERATIONS) -> dict[str, Any]:
+    """The document served at /openapi.json."""
+    operations = list(operations)
+    schemas, components = shape_schemas(_shapes(operations))
+    paths: dict[str, dict[str, Any]] = {}
+    for op in operations:
+        paths.setdefault(op.path, {})[op.method] = _operation(op, schemas)
     return {
         "openapi": "3.1.0",
         "info": {
@@ -186,197 +265,6 @@ def openapi_schema() -> dict[str, Any]:
             "description": "A persistent GPU-resident Groth16 proving engine. Every error is a"
             ' JSON object {"error": "..."} that says what is wrong.',
         },
-        "paths": {
-            "/v1/proofs": {
-                "post": {
-                    "operationId": "submitProof",
-                    "summary": "Submit a proof job (idempotent on request_id)",
-                    "description": "A W3C traceparent header makes the job's span its child.",
-                    "parameters": [
-                        {
-                            "name": "traceparent",
-                            "in": "header",
-                            "required": False,
-                            "schema": {"type": "string"},
-                        }
-                    ],
-                    "requestBody": {
-                        "required": True,
-                        "content": {"application/json": {"schema": _ref("SubmitRequest")}},
-                    },
-                    "responses": {
-                        "202": _json(
-                            _ref("Job"),
-                            "Accepted; the job (the same one for a"
-                            " repeated request_id). Location points at it.",
-                        ),
-                        "400": _BAD_REQUEST,
-                        "404": _error("Unknown proof kind."),
-                        "413": _error("Body larger than server.max_body_bytes."),
-                        "422": _error("Inputs that fail witness generation."),
-                        "507": _error("A partition needs more memory than the whole budget."),
-                    },
-                }
-            },
-            "/v1/proofs/{job_id}": {
-                "parameters": [_JOB_PARAM],
-                "get": {
-                    "operationId": "getProof",
-                    "summary": "A job's state and, once succeeded, its proofs",
-                    "parameters": [
-                        {
-                            "name": "wait",
-                            "in": "query",
-                            "required": False,
-                            "description": "Long-poll: wait up to this many seconds (0-300)"
-                            " for the job to finish.",
-                            "schema": {"type": "number", "minimum": 0, "maximum": 300},
-                        }
-                    ],
-                    "responses": {
-                        "200": _json(_ref("Job"), "The job."),
-                        "400": _error("Bad wait value."),
-                        "404": _error("Unknown job id."),
-                    },
-                },
-                "delete": {
-                    "operationId": "cancelProof",
-                    "summary": "Cancel a job (queued partitions dropped, running ones stop at"
-                    " the next step)",
-                    "responses": {
-                        "200": _json(_ref("Job"), "The job after cancellation."),
-                        "404": _error("Unknown job id."),
-                    },
-                },
-            },
-            "/v1/status": {
-                "get": {
-                    "operationId": "getStatus",
-                    "summary": "Engine snapshot",
-                    "responses": {"200": _json(_ref("Status"), "The snapshot.")},
-                }
-            },
-            "/v1/circuits": {
-                "get": {
-                    "operationId": "listCircuits",
-                    "summary": "Configured proof kinds with sizes, partitions, priority and"
-                    " key residency",
-                    "responses": {"200": _json(_ref("Circuits"), "The proof kinds.")},
-                }
-            },
-            "/v1/circuits/{proof_kind}/verification_key": {
-                "parameters": [_KIND_PARAM],
-                "get": {
-                    "operationId": "getVerificationKey",
-                    "summary": "The verification key of the proving key the server proves"
-                    " this kind with",
-                    "responses": {
-                        "200": _json(_ref("VerificationKey"), "snarkjs verification_key.json."),
-                        "404": _error("Unknown proof kind."),
-                        "500": _error(
-                            "The kind's proving key is corrupt or for another circuit"
-                            " (the body names the file and the section)."
-                        ),
-                    },
-                },
-            },
-            "/v1/circuits/{proof_kind}/sample_input": {
-                "parameters": [_KIND_PARAM],
-                "get": {
-                    "operationId": "getSampleInput",
-                    "summary": "The kind's example input for one partition (sample_input)",
-                    "responses": {
-                        "200": _json({"type": "object"}, "Input signals for one partition."),
-                        "404": _error("Unknown proof kind, or it has no sample input."),
-                    },
-                },
-            },
-            "/v1/keys/{proof_kind}/preload": {
-                "parameters": [_KIND_PARAM],
-                "post": {
-                    "operationId": "preloadKey",
-                    "summary": "Load (generating on first use) a proof kind's proving key",
-                    "responses": {
-                        "200": _json(_ref("Circuit"), "The proof kind, key resident."),
-                        "404": _error("Unknown proof kind."),
-                        "500": _error(
-                            "The kind's proving key is corrupt or for another circuit"
-                            " (the body names the file and the section)."
-                        ),
-                    },
-                },
-            },
-            "/v1/keys/{proof_kind}": {
-                "parameters": [_KIND_PARAM],
-                "delete": {
-                    "operationId": "evictKey",
-                    "summary": "Evict a proof kind's resident proving key",
-                    "responses": {
-                        "200": _json(_ref("Circuit"), "The proof kind."),
-                        "404": _error("Unknown proof kind."),
-                    },
-                },
-            },
-            "/v1/workers/pause": {
-                "post": {
-                    "operationId": "pauseWorkers",
-                    "summary": "Stop GPU workers taking new partitions",
-                    "responses": {"200": _json(_ref("WorkersPaused"), "Paused.")},
-                }
-            },
-            "/v1/workers/resume": {
-                "post": {
-                    "operationId": "resumeWorkers",
-                    "summary": "Let GPU workers take partitions again",
-                    "responses": {"200": _json(_ref("WorkersPaused"), "Resumed.")},
-                }
-            },
-            "/metrics": {
-                "get": {
-                    "operationId": "metrics",
-                    "summary": "Prometheus metrics; OpenMetrics (with exemplars) when the"
-                    " Accept header asks for application/openmetrics-text",
-                    "responses": {
-                        "200": {
-                            "description": "The exposition.",
-                            "content": {
-                                "text/plain": {"schema": {"type": "string"}},
-                                "application/openmetrics-text": {"schema": {"type": "string"}},
-                            },
-                        },
-                        "404": _error("Metrics disabled in the configuration."),
-                    },
-                }
-            },
-            "/healthz": {
-                "get": {
-                    "operationId": "healthz",
-                    "summary": "Liveness: the process answers",
-                    "responses": {"200": _json(_ref("Health"), "Alive.")},
-                }
-            },
-            "/readyz": {
-                "get": {
-                    "operationId": "readyz",
-                    "summary": "Readiness: the engine is started and accepting jobs",
-                    "responses": {
-                        "200": _json(_ref("Health"), "Ready."),
-                        "503": _json(_ref("Health"), "Not ready."),
-                    },
-                }
-            },
-            "/openapi.json": {
-                "get": {
-                    "operationId": "openapi",
-                    "summary": "This schema",
-                    "responses": {
-                        "200": {
-                            "description": "OpenAPI 3.1",
-                            "content": {"application/json": {"schema": {"type": "object"}}},
-                        }
-                    },
-                }
-            },
-        },
-        "components": {"schemas": _SCHEMAS},
+        "paths": paths,
+        "components": {"schemas": components},
     }

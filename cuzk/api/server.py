@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import h11
@@ -67,6 +68,7 @@ class GuardedH11Protocol(H11Protocol):
     header_timeout_s: float = 5.0
     body_timeout_s: float = 30.0
     max_connections: int = 1024
+    on_close: Callable[[str], None] | None = None  # told the reason of each connection it cuts
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -102,9 +104,11 @@ class GuardedH11Protocol(H11Protocol):
         elif state in _DONE_STATES:
             self._disarm()
 
-    def _close(self, why: str, response: bytes | None) -> None:
+    def _close(self, reason: str, why: str, response: bytes | None) -> None:
         if self.transport.is_closing():
             return
+        if self.on_close is not None:
+            self.on_close(reason)
         client = f"{self.client[0]}:{self.client[1]}" if self.client else "a client"
         log.debug("closing the connection from %s: %s", client, why)
         if response is not None:
@@ -125,7 +129,7 @@ class GuardedH11Protocol(H11Protocol):
                 "Request Timeout",
                 f"{why} (server.header_timeout_s)",
             )
-        self._close(why, response)
+        self._close("header_timeout", why, response)
 
     def _on_body_timeout(self) -> None:
         self._deadline = None
@@ -133,7 +137,7 @@ class GuardedH11Protocol(H11Protocol):
         response = None
         if self.cycle is None or not self.cycle.response_started:
             response = _raw_response(408, "Request Timeout", f"{why} (server.body_timeout_s)")
-        self._close(why, response)
+        self._close("body_timeout", why, response)
 
     # -- uvicorn / asyncio protocol hooks
 
@@ -142,6 +146,7 @@ class GuardedH11Protocol(H11Protocol):
         if len(self.connections) > self.max_connections:
             self._refused = True
             self._close(
+                "too_many_connections",
                 f"more than {self.max_connections} open connections",
                 _raw_response(
                     503,
@@ -178,7 +183,9 @@ class GuardedH11Protocol(H11Protocol):
         super().connection_lost(exc)
 
 
-def protocol_class(config: Config) -> type[GuardedH11Protocol]:
+def protocol_class(
+    config: Config, on_close: Callable[[str], None] | None = None
+) -> type[GuardedH11Protocol]:
     """The protocol class with this configuration's bounds (uvicorn instantiates it per
     connection and passes only its own config)."""
     s = config.server
@@ -189,8 +196,14 @@ def protocol_class(config: Config) -> type[GuardedH11Protocol]:
             "header_timeout_s": s.header_timeout_s,
             "body_timeout_s": s.body_timeout_s,
             "max_connections": s.max_connections,
+            "on_close": staticmethod(on_close) if on_close is not None else None,
         },
     )
+
+
+def _front_metrics_callback(app: Any) -> Callable[[str], None] | None:
+    front = getattr(getattr(app, "state", None), "front_metrics", None)
+    return front.connection_closed if front is not None else None
 
 
 def uvicorn_config(app: Any, config: Config, **overrides: Any) -> uvicorn.Config:
@@ -199,7 +212,7 @@ def uvicorn_config(app: Any, config: Config, **overrides: Any) -> uvicorn.Config
     values: dict[str, Any] = {
         "host": s.host,
         "port": s.port,
-        "http": protocol_class(config),
+        "http": protocol_class(config, _front_metrics_callback(app)),
         "timeout_keep_alive": s.keepalive_timeout_s,
         "lifespan": "off",
         "access_log": False,

@@ -14,10 +14,10 @@ Every few seconds it samples the server process's RSS, open file descriptors and
 /proc) and its open spans (``/v1/status``). After a warm-up (key loading, allocator and thread
 pools filling), a least-squares line through each series gives its growth per hour of load.
 A series counts as growing when the line rises over the measured window by more than its noise:
-twice the standard deviation of the samples around the line, or a floor (RSS 8 MiB, 4 fds,
-2 threads, 4 spans), whichever is larger. At the end the load stops, every accepted job must be
-found in its expected terminal state (a job not found or not finished is *lost*), and no span
-may stay open.
+twice the standard deviation of the samples around the line, or a floor (RSS 4 MiB, 2 fds,
+2 threads, 4 spans: the allocator's and the load's granularity), whichever is larger.
+At the end the load stops, every accepted job must be found in its expected terminal state (a
+job not found or not finished is *lost*), and no span may stay open.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -43,11 +44,12 @@ from typing import Any
 
 import httpx
 
+from cuzk.protocol import TERMINAL_STATES
+
 MAX_MINUTES = 24 * 60
 HEADER_TIMEOUT_S = 2.0
 WARMUP_FRACTION = 0.2
-NOISE_FLOORS = {"rss_mib": 8.0, "fds": 4.0, "threads": 2.0, "spans_open": 4.0}
-_TERMINAL = ("succeeded", "failed", "cancelled")
+NOISE_FLOORS = {"rss_mib": 4.0, "fds": 2.0, "threads": 2.0, "spans_open": 4.0}
 _LABELS = {
     "rss_mib": "RSS MiB", "fds": "open fds", "threads": "threads", "spans_open": "open spans"
 }  # fmt: skip
@@ -67,6 +69,13 @@ def register(sub: Any) -> None:
     p.add_argument("--bad-per-second", type=float, default=5.0, help="bad requests per second")
     p.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--keys-dir", default=None, help="proving key cache (default: the server's)")
+    p.add_argument(
+        "--retention-jobs",
+        type=int,
+        default=50,
+        help="the server's journal.retention_jobs: small, so the job history is full before the"
+        " trend is measured (default 50)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", type=Path, help="also write the figures as JSON here")
     p.set_defaults(func=run_soak)
@@ -103,6 +112,11 @@ def start_server(args: argparse.Namespace) -> Server:
         "CUZK_SERVER_HEADER_TIMEOUT_S": str(HEADER_TIMEOUT_S),
         "CUZK_SERVER_MAX_BODY_BYTES": "1MiB",
         "CUZK_ENGINE_BACKEND": args.backend,
+        # A throwaway journal: never the operator's, never shared with a running server.
+        "CUZK_JOURNAL_PATH": str(Path(tempfile.mkdtemp(prefix="cuzk-soak-")) / "journal.sqlite3"),
+        # A short job history: the bounded history fills during the warm-up, so the trend
+        # measured after it is not the history filling up.
+        "CUZK_JOURNAL_RETENTION_JOBS": str(args.retention_jobs),
     }
     if args.keys_dir:
         env["CUZK_ENGINE_KEYS_DIR"] = str(Path(args.keys_dir).expanduser().resolve())
@@ -147,6 +161,7 @@ class Tally:
     unexpected: list[str] = field(default_factory=list)
     jobs: dict[str, str] = field(default_factory=dict)  # job id -> expected end ("ok"/"cancel")
     ends: Counter[str] = field(default_factory=Counter)
+    seen: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # the end, as polled
 
     def note(self, what: str) -> None:
         with self.lock:
@@ -203,13 +218,16 @@ def _job_client(server: Server, kind: str, inputs: dict[str, Any], partitions: i
                     if r.status_code != 200:
                         tally.wrong(f"cancel {job_id}: {r.status_code} {r.text[:200]}")
                 state = ""
-                while state not in _TERMINAL and not stop.is_set():
+                while state not in TERMINAL_STATES and not stop.is_set():
                     r = client.get(f"/v1/proofs/{job_id}", params={"wait": 10})
                     tally.note("long-poll")
                     if r.status_code != 200:
                         tally.wrong(f"poll {job_id}: {r.status_code} {r.text[:200]}")
                         break
                     state = r.json()["state"]
+                    if state in TERMINAL_STATES:
+                        with tally.lock:
+                            tally.seen[job_id] = (state, r.json().get("error"))
             except httpx.HTTPError as e:
                 tally.wrong(f"job client: {type(e).__name__}: {e}")
                 stop.wait(1)
@@ -323,7 +341,10 @@ def run_soak(args: argparse.Namespace) -> int:
     inputs = json.loads(Path(circuits[args.kind].sample_input_path).read_text())
     partitions = int(circuits[args.kind].partitions)
     server = start_server(args)
-    console.print(f"soak: cuzk serve pid {server.proc.pid} at {server.url}; {args.minutes:g} min")
+    console.print(
+        f"soak: cuzk serve pid {server.proc.pid} at {server.url}; {args.minutes:g} min;"
+        f" journal.retention_jobs = {args.retention_jobs} (a temporary journal)"
+    )
     tally = Tally()
     stop = threading.Event()
     rng = random.Random(args.seed)
@@ -377,16 +398,21 @@ def run_soak(args: argparse.Namespace) -> int:
             t.join(180)
         # Every accepted job must be found, finished, in its expected state.
         ends: Counter[str] = Counter()
+        # A job whose end its client saw was checked then (the server may since have dropped it
+        # from its bounded history); the others must still be there and finish now.
         for job_id, expected in list(tally.jobs.items()):
-            r = admin.get(f"/v1/proofs/{job_id}", params={"wait": 120})
-            if r.status_code != 200 or r.json()["state"] not in _TERMINAL:
-                lost.append(f"{job_id}: {r.status_code} {r.text[:200]}")
-                continue
-            state = r.json()["state"]
+            if job_id in tally.seen:
+                state, error = tally.seen[job_id]
+            else:
+                r = admin.get(f"/v1/proofs/{job_id}", params={"wait": 120})
+                if r.status_code != 200 or r.json()["state"] not in TERMINAL_STATES:
+                    lost.append(f"{job_id}: {r.status_code} {r.text[:200]}")
+                    continue
+                state, error = r.json()["state"], r.json().get("error")
             ends[f"{expected}->{state}"] += 1
             ok = state == "succeeded" or (expected == "cancel" and state == "cancelled")
             if not ok:
-                failed.append(f"{job_id} ({expected}): {state}: {r.json().get('error')}")
+                failed.append(f"{job_id} ({expected}): {state}: {error}")
         time.sleep(1.0)
         quiet = _sample(server, admin, start)
         admin.close()
@@ -434,6 +460,9 @@ def run_soak(args: argparse.Namespace) -> int:
                   f" {quiet['rss_mib']:.1f} MiB RSS")  # fmt: skip
     console.print("requests: " + ", ".join(f"{k} {v}" for k, v in sorted(tally.requests.items())))
     console.print("jobs: " + (", ".join(f"{k} {v}" for k, v in sorted(ends.items())) or "none"))
+    done = sum(ends.values())
+    console.print(f"load: {done / (load_s / 3600):.0f} jobs/hour, "
+                  f"{sum(tally.requests.values()) / load_s:.1f} requests/s")  # fmt: skip
     console.print(f"lost jobs: {len(lost)}; jobs failed unexpectedly: {len(failed)};"
                   f" unexpected responses: {len(tally.unexpected)}")  # fmt: skip
     for line in (lost + failed + tally.unexpected)[:20]:

@@ -32,6 +32,9 @@ def register(subparsers: Any) -> None:
     check = sub.add_parser(
         "check",
         help="say whether an r1cs, a wasm witness generator and a zkey belong together",
+        description="Load the three files and check them as the server does when it loads a"
+        " key. Exit status: 0 they belong together, 1 they do not (the reason names the file"
+        " and, for the key, the section), 2 a file is missing.",
     )
     _files(check, zkey_required=True)
     check.set_defaults(func=run_check)
@@ -85,7 +88,18 @@ def check_files(r1cs: Path, wasm: Path, zkey: Path | None, name: str | None = No
         return f"{r1cs} and {wasm} belong together ({summary})"
     key = ProvingKey.load(zkey)
     circuit.check_key(key)
-    return f"{r1cs}, {wasm} and {zkey} belong together ({summary})"
+    return f"{r1cs}, {wasm} and {zkey} belong together ({summary}; {_ceremony(key)})"
+
+
+def _ceremony(key) -> str:
+    """The key's phase-2 record (section 10): contributions and the circuit hash snarkjs prints
+    as "Circuit Hash", to compare with the ceremony's transcript (``snarkjs zkey verify``
+    checks it against the r1cs and the powers of tau, which cuzk never sees)."""
+    mpc = key.zkey.mpc_params
+    if mpc is None:
+        return "no contributions section"
+    count = int.from_bytes(mpc[64:68], "little")
+    return f"{count} phase-2 contribution{'s' if count != 1 else ''}, circuit hash {mpc[:64].hex()}"
 
 
 class _Usage(CuzkError):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,8 +10,13 @@ from typing import Any
 from cuzk.circuits.registry import bundled_circuits
 from cuzk.cli._progress import stage_progress
 from cuzk.errors import CuzkError
-from cuzk.prover.keys import ProvingKey
-from cuzk.prover.keystore import DEFAULT_KEYS_DIR, ensure_zkey, generate_zkey
+from cuzk.prover.keystore import (
+    DEFAULT_KEYS_DIR,
+    ensure_zkey,
+    generate_zkey,
+    vk_path_for,
+    write_verification_key,
+)
 
 
 def register(subparsers: Any) -> None:
@@ -26,30 +30,35 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--r1cs", type=Path, help="make a key for this circuit instead of a bundled kind"
     )
-    p.add_argument("--out", type=Path, help="zkey path for --r1cs")
-    p.add_argument("--vk", type=Path, help="also write the verification key JSON here (--r1cs)")
+    p.add_argument("--out", type=Path, help="zkey path for --r1cs (default: ./NAME.zkey)")
+    p.add_argument(
+        "--vk",
+        type=Path,
+        help="where to write the verification key JSON (--r1cs; default: beside the zkey,"
+        " NAME.vk.json)",
+    )
     p.add_argument(
         "--keys-dir", type=Path, default=DEFAULT_KEYS_DIR, help="key cache (default: %(default)s)"
     )
     p.set_defaults(func=run)
 
 
-def _write_vk(zkey: Path, vk_path: Path) -> None:
-    vk = ProvingKey.load(zkey).verification_key.to_json()
-    vk_path.write_text(json.dumps(vk, indent=1) + "\n")
-
-
 def run(args: argparse.Namespace) -> int:
     try:
         if args.r1cs:
-            if not args.out:
-                print("cuzk keygen: --r1cs needs --out FILE.zkey", file=sys.stderr)
+            args.out = args.out or Path(args.r1cs.stem + ".zkey")
+            if not args.r1cs.is_file():
+                print(f"cuzk keygen: --r1cs {args.r1cs}: no such file", file=sys.stderr)
                 return 2
             with stage_progress(f"keygen {args.r1cs.name}") as tick:
-                generate_zkey(args.r1cs, args.out, tick)
-            if args.vk:
-                _write_vk(args.out, args.vk)
-            print(args.out)
+                generate_zkey(args.r1cs, args.out, tick, vk=False)
+            vk_path = write_verification_key(args.out, args.vk)
+            print(f"{args.out}\t{vk_path}")
+            print(
+                "development key: single-party setup, not for production (use a snarkjs"
+                " ceremony; see docs/custom-circuits.md)",
+                file=sys.stderr,
+            )
             return 0
         circuits = bundled_circuits()
         kinds = args.kind or sorted(circuits)
@@ -64,10 +73,7 @@ def run(args: argparse.Namespace) -> int:
         for kind in kinds:
             with stage_progress(f"keygen {kind}") as tick:
                 path = ensure_zkey(kind, Path(circuits[kind].r1cs_path), args.keys_dir, tick)
-            vk_path = path.with_suffix(".vk.json")
-            if not vk_path.exists():
-                _write_vk(path, vk_path)
-            print(f"{kind}\t{path}\t{vk_path}")
+            print(f"{kind}\t{path}\t{vk_path_for(path)}")
         return 0
     except CuzkError as e:
         print(f"cuzk keygen: {e}", file=sys.stderr)

@@ -15,7 +15,9 @@ SUBCOMMANDS = ("serve", "submit", "status", "prove", "keygen", "verify", "circui
 ``func(args) -> int``."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser; ``only`` registers just that subcommand, so ``cuzk status`` and ``cuzk
+    submit`` (HTTP clients) never import the prover and numba that other subcommands need."""
     parser = argparse.ArgumentParser(
         prog="cuzk",
         description="cuzk: a persistent GPU-resident Groth16 proving engine.",
@@ -24,13 +26,23 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages to stderr")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in SUBCOMMANDS:
-        importlib.import_module(f"cuzk.cli.{name}").register(subparsers)
+        if only is None or name == only:
+            importlib.import_module(f"cuzk.cli.{name}").register(subparsers)
     return parser
+
+
+def _command(argv: Sequence[str]) -> str | None:
+    """The subcommand named on the command line, if it is one (options come first)."""
+    for arg in argv:
+        if not arg.startswith("-"):
+            return arg if arg in SUBCOMMANDS else None
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (0 ok, 1 failure, 2 usage or configuration)."""
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(only=_command(argv))
     args = parser.parse_args(argv)
     # Quiet by default (httpx logs every request at INFO); `serve` raises cuzk's own loggers.
     logging.basicConfig(

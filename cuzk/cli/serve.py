@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import ipaddress
 import json
 import logging
@@ -11,7 +10,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+import time
 from typing import Any
 
 import uvicorn
@@ -66,11 +65,10 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(shown, indent=2))
         return 0
     try:
-        serve(config)
+        return serve(config)
     except BrokenKey as e:
         print(f"cuzk serve: refusing to start: {e}", file=sys.stderr)
         return 2
-    return 0
 
 
 class BrokenKey(Exception):
@@ -84,6 +82,14 @@ def check_configured_keys(engine: Any, config: Config) -> None:
     first loaded."""
     from cuzk.errors import CuzkError
 
+    development = [name for name, kind in config.proof_kinds.items() if kind.zkey is None]
+    if development:
+        log.info(
+            "proof kinds proven with development keys (made on first use in %s; single-party"
+            " setup, not for production): %s",
+            config.engine.keys_dir,
+            ", ".join(development),
+        )
     for name, kind in config.proof_kinds.items():
         if kind.zkey is None:
             continue
@@ -92,7 +98,8 @@ def check_configured_keys(engine: Any, config: Config) -> None:
             engine.preload(name)
         except CuzkError as e:
             text = str(e)
-            raise BrokenKey(text if name in text else f"proof kind {name}: {text}") from None
+            prefix = f"proof kind {name}: "
+            raise BrokenKey(text if text.startswith(prefix) else prefix + text) from None
 
 
 def is_loopback(host: str) -> bool:
@@ -141,10 +148,14 @@ def _auth_banner(config: Config, token: str | None) -> str:
     )
 
 
-def serve(config: Config) -> None:
-    """Start the engine, serve until SIGINT/SIGTERM, then shut the engine down."""
+def serve(config: Config) -> int:
+    """Start the engine (recovering the journal), serve until SIGINT/SIGTERM, drain, exit 0.
+
+    Returns 2 without serving when the journal cannot be used (the message says why).
+    """
     from cuzk.api.app import create_app
     from cuzk.engine import Engine
+    from cuzk.engine.journal import JournalError
     from cuzk.telemetry.metrics import EngineMetrics
     from cuzk.telemetry.tracing import build_tracer_provider
 
@@ -159,9 +170,24 @@ def serve(config: Config) -> None:
     settings = config.engine_settings()
     # The application owns the OpenTelemetry SDK and the metrics; the engine speaks the API.
     provider = build_tracer_provider(settings.service_name) if settings.tracing_enabled else None
-    engine = Engine(settings, tracer_provider=provider)
+    try:
+        engine = Engine(settings, tracer_provider=provider)
+    except JournalError as e:
+        print(f"cuzk serve: refusing to start: {e}", file=sys.stderr)
+        return 2
+    if engine.journal is not None:
+        log.info("journal: %s", engine.journal.path)
+    else:
+        log.warning("journal: disabled (journal.enabled = false); accepted jobs are lost on exit")
+    # Subscribed before start: recovery at start publishes what the metrics count.
     metrics = EngineMetrics(engine) if config.telemetry.metrics else None
     engine.start()
+    recovered = {k: n for k, n in engine.recovered().items() if n}
+    if recovered:
+        log.info(
+            "recovered from the journal: %s",
+            ", ".join(f"{n} {kind} {outcome}" for (kind, outcome), n in sorted(recovered.items())),
+        )
     try:
         check_configured_keys(engine, config)
         app = create_app(engine, config, metrics=metrics)
@@ -169,47 +195,61 @@ def serve(config: Config) -> None:
             uvicorn_config(app, config),
             config,
             backend=str(getattr(engine.prover, "name", config.engine.backend)),
+            engine=engine,
         )
-        with _stop_on_sigterm():
-            server.run()
-    except (KeyboardInterrupt, _Stop):
-        pass  # uvicorn re-raises the signal it stopped on once it has shut down
+        server.run()
+    except KeyboardInterrupt:
+        pass
     finally:
         log.info("shutting down the engine")
-        engine.shutdown(timeout=30)
+        engine.shutdown(timeout=5)
         if provider is not None:
             provider.shutdown()  # flushes the spans still batched for export
-
-
-class _Stop(Exception):
-    """SIGTERM, as an exception, so the engine is shut down before the process exits."""
-
-
-@contextlib.contextmanager
-def _stop_on_sigterm() -> Iterator[None]:
-    """uvicorn handles SIGTERM, then re-raises it with the handler it found installed; with the
-    default handler that would kill the process before the engine's shutdown runs."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum: int, frame: object) -> None:
-        raise _Stop()
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    return 0
 
 
 class _Server(uvicorn.Server):
-    """Logs the address actually bound (port 0 picks one) once uvicorn is listening."""
+    """uvicorn with cuzk's shutdown: the first SIGTERM/SIGINT drains, a second exits at once.
 
-    def __init__(self, uconfig: uvicorn.Config, config: Config, backend: str) -> None:
+    Draining keeps the listener open so clients are told (``/readyz`` 503, submits 503 with
+    ``Retry-After``) while partitions in flight finish; open long-polls are answered with their
+    job's state once the drain ends; then uvicorn stops and the engine shuts down.
+    """
+
+    def __init__(self, uconfig: uvicorn.Config, config: Config, backend: str, engine: Any) -> None:
         super().__init__(uconfig)
         self.cuzk_config = config
         self.backend = backend
+        self.engine = engine
+        self._signalled = False
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        if self._signalled:  # the second signal: go now; what is journaled is on disk
+            log.warning("second %s: exiting at once", signal.Signals(sig).name)
+            logging.shutdown()
+            os._exit(128 + sig)
+        self._signalled = True
+        timeout = self.cuzk_config.server.drain_timeout_s
+        log.info(
+            "%s: draining (up to %gs for partitions in flight; send it again to exit at once)",
+            signal.Signals(sig).name,
+            timeout,
+        )
+        threading.Thread(target=self._drain, args=(timeout,), name="cuzk-drain").start()
+
+    def _drain(self, timeout: float) -> None:
+        t0 = time.monotonic()
+        try:
+            finished = self.engine.drain(timeout)
+        except Exception:
+            log.exception("drain failed")
+            finished = False
+        log.info(
+            "drain %s after %.2fs",
+            "complete" if finished else "timed out (unfinished partitions resume at next start)",
+            time.monotonic() - t0,
+        )
+        self.should_exit = True
 
     async def startup(self, sockets: Any = None) -> None:
         await super().startup(sockets=sockets)

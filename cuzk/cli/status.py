@@ -1,30 +1,44 @@
 """``cuzk status``: a live terminal view of the engine, like ``nvidia-smi`` / ``htop``.
 
-Everything shown comes from one ``GET /v1/status`` snapshot per frame. Worker busy % in the
-live view is the change in each worker's busy-seconds counter between two frames divided by
-the time between them (so it is exact, not a sample of a 0/1 flag); ``--once`` has only one
-snapshot and shows busy time over the engine's uptime instead.
+Everything shown comes from one ``GET /v1/status`` snapshot per frame, in the shape
+``cuzk.protocol.StatusInfo`` defines. Worker busy % in the live view is the change in each
+worker's busy-seconds counter between two frames divided by the time between them (exact, not
+a sample of a 0/1 flag); ``--once`` has one snapshot and shows busy time over the engine's
+uptime instead.
+
+Job ids and proof kinds are shown in full at every width: a table that does not fit drops
+its least useful columns, and when even that does not fit each row is stacked into lines.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import time
-from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
+from rich.measure import Measurement
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from cuzk import __version__
 from cuzk.cli._http import CliError, add_server_argument, make_client, request
-from cuzk.protocol import ACTIVE_PHASES
+from cuzk.protocol import (
+    ACTIVE_PHASES,
+    TERMINAL_STATES,
+    JobInfo,
+    MemoryBudgetInfo,
+    StatusInfo,
+    WorkerInfo,
+)
 
 PHASE_HEADERS = {
     "queued_synthesis": "synth queue",
@@ -34,7 +48,6 @@ PHASE_HEADERS = {
     "proving": "proving",
     "finalizing": "finalize",
 }
-TERMINAL_STATES = ("succeeded", "failed", "cancelled")
 MAX_JOB_ROWS = 12
 STATE_STYLE = {
     "proving": "bold green",
@@ -66,7 +79,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     console = Console()
-    with make_client(args.server, timeout=10.0, token_file=args.token_file) as client:
+    with make_client(args.server, timeout=10.0) as client:
         try:
             if args.json:
                 print(json.dumps(request(client, "GET", "/v1/status"), indent=2))
@@ -83,25 +96,21 @@ def run(args: argparse.Namespace) -> int:
 
 def frame(client: httpx.Client, width: int = 120) -> RenderableType:
     """One frame from a fresh snapshot (raises CliError when the server cannot be read)."""
-    snapshot = request(client, "GET", "/v1/status")
+    snapshot: StatusInfo = request(client, "GET", "/v1/status")
     return render(snapshot, server=str(client.base_url), width=width)
 
 
 def live(client: httpx.Client, console: Console, interval: float) -> None:
-    previous: tuple[float, dict] | None = None
+    previous: tuple[float, StatusInfo] | None = None
     with Live(console=console, screen=False, auto_refresh=False, transient=False) as view:
         try:
             while True:
                 try:
-                    snapshot = request(client, "GET", "/v1/status")
+                    snapshot: StatusInfo = request(client, "GET", "/v1/status")
                     now = time.monotonic()
                     view.update(
-                        render(
-                            snapshot,
-                            server=str(client.base_url),
-                            previous=previous,
-                            width=console.width,
-                        ),
+                        render(snapshot, server=str(client.base_url), previous=previous,
+                               width=console.width),
                         refresh=True,
                     )
                     previous = (now, snapshot)
@@ -117,7 +126,7 @@ def live(client: httpx.Client, console: Console, interval: float) -> None:
             pass
 
 
-# --------------------------------------------------------------------------- rendering
+# --------------------------------------------------------------------------- formatting
 
 
 def human_bytes(n: float | None) -> str:
@@ -151,307 +160,288 @@ def _bar(fraction: float, width: int = 10) -> Text:
     return Text("█" * filled, style=style) + Text("░" * (width - filled), style="dim")
 
 
-def _uptime(snapshot: dict) -> float | None:
-    for key in ("uptime_s", "uptime_seconds", "uptime"):
-        value = snapshot.get(key)
-        if isinstance(value, (int, float)):
-            return float(value)
-    return None
+# --------------------------------------------------------------------------- fitting tables
+
+
+@dataclass(frozen=True)
+class Column:
+    header: str
+    right: bool = False
+    drop: int = 0  # 0: never dropped; otherwise dropped in this order (1 first) when narrow
+    lead: bool = False  # stacked rows: on a line of its own (ids and proof kinds)
+
+
+def fitted(
+    title: str,
+    columns: Sequence[Column],
+    rows: Sequence[dict[str, str | Text]],
+    width: int,
+    caption: str | None = None,
+) -> RenderableType:
+    """A table that fits ``width`` without cutting any cell: drop columns (``Column.drop``
+    order) until it fits; if even the essential ones do not, stack each row into lines."""
+    cols = list(columns)
+    while True:
+        table = _table(title, cols, rows, caption)
+        if _natural_width(table) <= width:
+            return table
+        droppable = [c for c in cols if c.drop]
+        if not droppable:
+            break
+        cols.remove(min(droppable, key=lambda c: c.drop))
+    return _stacked(title, list(columns), rows, width, caption)
+
+
+_MEASURE = Console(width=100_000, file=io.StringIO(), color_system=None)
+
+
+def _natural_width(table: Table) -> int:
+    """The width the table needs to show every cell whole (what rich would measure)."""
+    return Measurement.get(_MEASURE, _MEASURE.options, table).maximum
+
+
+def _table(
+    title: str, cols: Sequence[Column], rows: Sequence[dict[str, str | Text]],
+    caption: str | None,
+) -> Table:
+    t = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", padding=(0, 1),
+              pad_edge=False, caption=caption, caption_justify="left")
+    for c in cols:
+        t.add_column(c.header, justify="right" if c.right else "left", no_wrap=True)
+    for r in rows:
+        t.add_row(*[r.get(c.header, "") for c in cols])
+    return t
+
+
+def _stacked(
+    title: str, cols: Sequence[Column], rows: Sequence[dict[str, str | Text]], width: int,
+    caption: str | None,
+) -> RenderableType:
+    """Each row as lines: the first columns (ids, kinds) alone on a line each, the rest as
+    ``header value`` pairs packed into lines no wider than ``width``."""
+    lines: list[Text] = [Text(title, style="italic")]
+    lead = [c for c in cols if c.lead]
+    rest = [c for c in cols if not c.lead]
+    for r in rows:
+        for c in lead:
+            value = r.get(c.header, "")
+            if value not in ("", "-"):
+                lines.append(Text(value) if isinstance(value, str) else value.copy())
+        line = Text("  ")
+        for c in rest:
+            value = r.get(c.header, "")
+            piece = Text(f"{c.header} ", style="dim") + (
+                Text(value) if isinstance(value, str) else value)
+            if line.cell_len > 2 and line.cell_len + 2 + piece.cell_len > width:
+                lines.append(line)
+                line = Text("  ")
+            if line.cell_len > 2:
+                line.append("  ")
+            line.append_text(piece)
+        if line.cell_len > 2:
+            lines.append(line)
+    if not rows:
+        lines.append(Text("(none)", style="dim"))
+    if caption:
+        lines.append(Text(caption, style="dim"))
+    for line in lines:
+        line.no_wrap = True
+    return Group(*lines, Text(""))
+
+
+# --------------------------------------------------------------------------- sections
 
 
 def _busy_fraction(
-    worker: dict, snapshot: dict, previous: tuple[float, dict] | None, now: float
+    worker: WorkerInfo, snapshot: StatusInfo, previous: tuple[float, StatusInfo] | None,
+    now: float,
 ) -> float | None:
-    busy = worker.get("busy_seconds")
-    if not isinstance(busy, (int, float)):
-        return None
+    busy = worker["busy_seconds"]
     if previous is not None:
         t0, old = previous
-        for w in old.get("workers") or []:
-            if w.get("id") == worker.get("id") and isinstance(w.get("busy_seconds"), (int, float)):
-                dt = now - t0
-                if dt > 0:
-                    return min(1.0, max(0.0, (busy - w["busy_seconds"]) / dt))
-    uptime = _uptime(snapshot)
-    if uptime:
-        return min(1.0, busy / uptime)
-    return None
+        for w in old["workers"]:
+            if w["id"] == worker["id"] and now > t0:
+                return min(1.0, max(0.0, (busy - w["busy_seconds"]) / (now - t0)))
+    uptime = snapshot["uptime_s"]
+    return min(1.0, busy / uptime) if uptime > 0 else None
 
 
-def _workers_table(
-    snapshot: dict, previous: tuple[float, dict] | None, now: float, compact: bool
-) -> Table:
-    """One row per GPU worker; ``compact`` (narrow terminals) keeps what fits in 80 columns."""
-    workers = snapshot.get("workers") or []
-    t = Table(
-        title="GPU workers",
-        box=box.SIMPLE_HEAD,
-        title_justify="left",
-        padding=(0, 1),
-        collapse_padding=compact,
-        pad_edge=not compact,
-    )
-    columns: list[tuple[str, dict[str, Any]]] = [
-        ("worker", {"no_wrap": True, "min_width": 5}),
-        ("device", {"no_wrap": True, "min_width": 6}),
-        ("state", {"no_wrap": True, "min_width": 7}),
-        ("job", {"no_wrap": True, "min_width": 32}),  # ids are shown in full, never cut
-        ("proof kind", {"no_wrap": True}),
-        ("part", {"justify": "right", "no_wrap": True, "min_width": 4}),
-        ("busy", {"no_wrap": True}),
-        ("busy time", {"justify": "right", "no_wrap": True}),
-        ("proven", {"justify": "right", "no_wrap": True, "min_width": 6}),
+def _workers(
+    snapshot: StatusInfo, previous: tuple[float, StatusInfo] | None, now: float, width: int
+) -> RenderableType:
+    columns = [
+        Column("worker", lead=True), Column("job", lead=True),
+        Column("proof kind", lead=True), Column("state"),
+        Column("part", right=True), Column("busy", drop=4), Column("device", drop=3),
+        Column("lease", right=True, drop=2), Column("busy time", right=True, drop=1),
+        Column("proven", right=True, drop=1),
     ]
-    if compact:
-        columns = [c for c in columns if c[0] not in ("device", "busy time", "proven")]
-    for name, kw in columns:
-        t.add_column(name, **kw)
-    for w in workers:
-        state = str(w.get("state", "?"))
+    rows = []
+    for w in snapshot["workers"]:
         frac = _busy_fraction(w, snapshot, previous, now)
-        part = w.get("partition")
-        if frac is None:
-            busy = Text("-")
-        elif compact:
-            busy = Text(f"{frac * 100:.0f}%")
-        else:
-            busy = _bar(frac, 8) + Text(f" {frac * 100:3.0f}%")
-        cells: dict[str, Any] = {
-            "worker": str(w.get("id", "?")),
-            "device": str(w.get("device", "")),
-            "state": Text(state, style=STATE_STYLE.get(state, "")),
-            "job": str(w.get("job_id") or "-"),
-            "proof kind": str(w.get("proof_kind") or "-"),
-            "part": "-" if part is None else str(part),
-            "busy": busy,
-            "busy time": human_seconds(w.get("busy_seconds")),
-            "proven": str(w.get("partitions_proven", "-")),
-        }
-        t.add_row(*[cells[name] for name, _ in columns])
-    if not workers:
-        t.add_row("(no workers)", *[""] * (len(columns) - 1))
-    return t
+        state = "paused" if w["paused"] and w["state"] == "idle" else w["state"]
+        busy = "-" if frac is None else f"{frac * 100:.0f}%"
+        rows.append({
+            "worker": w["id"],
+            "job": w["job_id"] or "-",
+            "proof kind": w["proof_kind"] or "-",
+            "state": Text(state, style=STATE_STYLE.get(w["state"], "")),
+            "part": "-" if w["partition"] is None else str(w["partition"]),
+            "busy": (_bar(frac, 8) + Text(f" {busy:>4}")) if frac is not None else Text(busy),
+            "device": w["device"],
+            "lease": human_seconds(w["lease_age_seconds"]) if w["state"] == "proving" else "-",
+            "busy time": human_seconds(w["busy_seconds"]),
+            "proven": str(w["partitions_proven"]),
+        })
+    return fitted("GPU workers", columns, rows, width)
 
 
-def _partitions(snapshot: dict) -> list[tuple[str, str]]:
-    """(proof_kind, phase) for every partition the snapshot knows, wherever it lists them."""
-    out: list[tuple[str, str]] = []
-    parts = snapshot.get("partitions")
-    if isinstance(parts, list) and parts:
-        for p in parts:
-            if isinstance(p, dict):
-                out.append((str(p.get("proof_kind", "?")), str(p.get("phase", "?"))))
-        return out
-    for job in snapshot.get("jobs") or []:
-        for p in job.get("partitions") or []:
-            if isinstance(p, dict):
-                out.append((str(job.get("proof_kind", "?")), str(p.get("phase", "?"))))
-    return out
-
-
-def _phases_table(snapshot: dict) -> Table:
-    counts = Counter(_partitions(snapshot))
-    kinds = sorted({k for k, phase in counts if phase in ACTIVE_PHASES})
-    t = Table(title="Partitions by phase", box=box.SIMPLE_HEAD, title_justify="left")
-    t.add_column("proof kind")
-    for phase in ACTIVE_PHASES:
-        t.add_column(PHASE_HEADERS[phase], justify="right")
-    t.add_column("total", justify="right")
-    totals = [0] * len(ACTIVE_PHASES)
-    for kind in kinds:
-        row = [counts.get((kind, phase), 0) for phase in ACTIVE_PHASES]
-        totals = [a + b for a, b in zip(totals, row, strict=True)]
-        t.add_row(kind, *[str(n) if n else "·" for n in row], str(sum(row)))
-    t.add_row(
-        Text("all", style="bold"),
-        *[Text(str(n), style="bold") for n in totals],
-        Text(str(sum(totals)), style="bold"),
-    )
-    return t
-
-
-def _jobs_table(snapshot: dict, compact: bool) -> Table:
-    jobs = [j for j in snapshot.get("jobs") or [] if isinstance(j, dict)]
-    active = [j for j in jobs if j.get("state") not in TERMINAL_STATES]
-    done = [j for j in jobs if j.get("state") in TERMINAL_STATES]
-    # Active jobs first (all of them count), then the most recently finished.
-    done.sort(key=lambda j: (j.get("timings") or {}).get("finished_at") or 0, reverse=True)
-    shown = (active + done)[:MAX_JOB_ROWS]
-    title = f"Jobs ({len(active)} active, {len(done)} finished)"
-    t = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
-    t.add_column("job", no_wrap=True, min_width=32)
-    t.add_column("proof kind", no_wrap=True)
-    if not compact:
-        t.add_column("priority", no_wrap=True)
-    t.add_column("state", no_wrap=True)
-    t.add_column("parts", justify="right", no_wrap=True)
-    t.add_column("time", justify="right", no_wrap=True)
-    for j in shown:
-        parts = j.get("partitions") or []
-        n_done = sum(1 for p in parts if isinstance(p, dict) and p.get("phase") == "done")
-        state = str(j.get("state", "?"))
-        ms = (j.get("timings") or {}).get("duration_ms")
-        row: list[Any] = [str(j.get("id", "?")), str(j.get("proof_kind", "?"))]
-        if not compact:
-            row.append(str(j.get("priority", "")))
-        row += [
-            Text(state, style=STATE_STYLE.get(state, "")),
-            f"{n_done}/{len(parts)}",
-            human_seconds(ms / 1000.0) if isinstance(ms, (int, float)) else "-",
-        ]
-        t.add_row(*row)
-    if len(active) + len(done) > len(shown):
-        t.caption = f"{len(active) + len(done) - len(shown)} more not shown"
-    return t
-
-
-def _budgets(snapshot: dict) -> list[dict]:
-    memory = snapshot.get("memory")
-    if isinstance(memory, dict) and "budget_bytes" in memory:
-        # The host budget, plus one per GPU device under "devices".
-        devices = memory.get("devices")
-        out = [memory]
-        if isinstance(devices, dict):
-            out += [{"name": k, **v} for k, v in devices.items() if isinstance(v, dict)]
-        return out
-    if isinstance(memory, dict):
-        out = []
-        for name, value in memory.items():
-            if isinstance(value, dict) and "budget_bytes" in value:
-                out.append({"name": name, **value})
-            elif isinstance(value, list):
-                out.extend(v for v in value if isinstance(v, dict) and "budget_bytes" in v)
-        return out
-    if isinstance(memory, list):
-        return [m for m in memory if isinstance(m, dict)]
-    return []
-
-
-def _memory_panel(snapshot: dict) -> RenderableType:
-    rows: list[RenderableType] = []
-    grid = Table.grid(padding=(0, 1))
-    grid.add_column("name", no_wrap=True)
-    grid.add_column("bar", no_wrap=True)
-    grid.add_column("numbers", no_wrap=True)
-    for b in _budgets(snapshot):
-        total = b.get("budget_bytes") or 0
-        used = b.get("reserved_bytes") or 0
-        waiters = b.get("waiters")
-        n_wait = len(waiters) if isinstance(waiters, list) else int(waiters or 0)
-        frac = used / total if total else 0.0
-        grid.add_row(
-            str(b.get("name", "memory")),
-            _bar(frac, width=40),
-            f"{human_bytes(used)} / {human_bytes(total)} ({frac * 100:.0f}%)"
-            + (f"  [bold yellow]{n_wait} waiting[/]" if n_wait else ""),
-        )
-        by = b.get("reserved_by_consumer") or {}
-        if by:
-            parts = ", ".join(f"{k} {human_bytes(v)}" for k, v in sorted(by.items()))
-            grid.add_row("", Text(parts, style="dim"), "")
-    rows.append(grid)
-    return Panel(
-        Group(*rows), title="Memory budget", title_align="left", box=box.ROUNDED, expand=False
-    )
-
-
-def _keys_table(snapshot: dict) -> Table:
-    keys = snapshot.get("keys") or []
-    t = Table(title="Resident proving keys", box=box.SIMPLE_HEAD, title_justify="left")
-    t.add_column("proof kind")
-    t.add_column("host", justify="right")
-    t.add_column("device", justify="right")
-    t.add_column("in use", justify="right")
-    t.add_column("idle", justify="right")
-    now = time.time()
-    for k in keys:
-        if not isinstance(k, dict):
+def _phases(snapshot: StatusInfo, width: int) -> RenderableType:
+    """Unfinished partitions by proof kind and phase (the cuzk_partitions gauge)."""
+    counts = snapshot["partition_phases"]
+    columns = [Column("proof kind", lead=True)]
+    columns += [Column(PHASE_HEADERS[p], right=True) for p in ACTIVE_PHASES]
+    columns.append(Column("total", right=True))
+    rows: list[dict[str, str | Text]] = []
+    totals = dict.fromkeys(ACTIVE_PHASES, 0)
+    for kind in sorted(counts):
+        by_phase = counts[kind]
+        if not any(by_phase.get(p, 0) for p in ACTIVE_PHASES):
             continue
-        dev = k.get("device_bytes")
-        dev_bytes = sum(dev.values()) if isinstance(dev, dict) else dev
-        idle = k.get("idle_s")
-        if not isinstance(idle, (int, float)):
-            last = k.get("last_used")
-            # last_used may be a monotonic reading from the server: only trust wall times.
-            idle = now - last if isinstance(last, (int, float)) and 1e9 < last <= now else None
-        t.add_row(
-            str(k.get("proof_kind", "?")),
-            human_bytes(k.get("host_bytes")),
-            human_bytes(dev_bytes) if dev_bytes else "-",
-            str(k.get("in_use", "-")),
-            human_seconds(idle) if idle is not None else "-",
-        )
-    if not keys:
-        t.add_row("(none resident)", "", "", "", "")
-    return t
+        row: dict[str, str | Text] = {"proof kind": kind}
+        for p in ACTIVE_PHASES:
+            n = by_phase.get(p, 0)
+            totals[p] += n
+            row[PHASE_HEADERS[p]] = str(n) if n else "·"
+        row["total"] = str(sum(by_phase.get(p, 0) for p in ACTIVE_PHASES))
+        rows.append(row)
+    total_row: dict[str, str | Text] = {"proof kind": Text("all", style="bold")}
+    for p in ACTIVE_PHASES:
+        total_row[PHASE_HEADERS[p]] = Text(str(totals[p]), style="bold")
+    total_row["total"] = Text(str(sum(totals.values())), style="bold")
+    rows.append(total_row)
+    return fitted("Partitions by phase", columns, rows, width)
 
 
-def _header(snapshot: dict, server: str) -> Text:
-    parts = [f"cuzk {snapshot.get('version') or __version__}", server]
-    backend = snapshot.get("backend")
-    if backend:
-        parts.append(f"backend {backend}")
-    uptime = _uptime(snapshot)
-    if uptime is not None:
-        parts.append(f"up {human_seconds(uptime)}")
-    text = Text(" · ".join(parts), style="bold")
-    if snapshot.get("paused") or snapshot.get("workers_paused"):
+def _jobs(snapshot: StatusInfo, width: int) -> RenderableType:
+    jobs: list[JobInfo] = snapshot["jobs"]
+    active = [j for j in jobs if j["state"] not in TERMINAL_STATES]
+    done = [j for j in jobs if j["state"] in TERMINAL_STATES]
+    done.sort(key=lambda j: j["timings"]["finished_at"] or 0.0, reverse=True)
+    shown = (active + done)[:MAX_JOB_ROWS]  # active first: all of them count
+    columns = [
+        Column("job", lead=True), Column("proof kind", lead=True), Column("state"),
+        Column("parts", right=True),
+        Column("time", right=True, drop=2), Column("priority", drop=1),
+    ]
+    rows = []
+    for j in shown:
+        parts = j["partitions"]
+        n_done = sum(1 for p in parts if p["phase"] == "done")
+        rows.append({
+            "job": j["id"],
+            "proof kind": j["proof_kind"],
+            "state": Text(j["state"], style=STATE_STYLE.get(j["state"], "")),
+            "parts": f"{n_done}/{len(parts)}",
+            "time": human_seconds(j["timings"]["duration_ms"] / 1000.0),
+            "priority": j["priority"],
+        })
+    hidden = len(jobs) - len(shown)
+    caption = f"{hidden} more not shown" if hidden > 0 else None
+    return fitted(f"Jobs ({len(active)} active, {len(done)} finished)", columns, rows, width,
+                  caption)
+
+
+def _memory(snapshot: StatusInfo, width: int) -> RenderableType:
+    memory = snapshot["memory"]
+    budgets: list[MemoryBudgetInfo] = [memory, *memory["devices"].values()]
+    bar_width = max(8, min(40, width - 40))
+    lines: list[RenderableType] = []
+    for b in budgets:
+        total, used = b["budget_bytes"], b["reserved_bytes"]
+        frac = used / total if total else 0.0
+        waiting = len(b["waiters"])
+        numbers = f"{human_bytes(used)} / {human_bytes(total)} ({frac * 100:.0f}%)"
+        head = Text(f"{b['name']} ") + _bar(frac, bar_width)
+        tail = Text(numbers) + (Text(f"  {waiting} waiting", style="bold yellow")
+                                if waiting else Text(""))
+        if head.cell_len + 1 + tail.cell_len <= width - 4:
+            lines.append(head + Text(" ") + tail)
+        else:
+            lines += [head, tail]
+        by = b["reserved_by_consumer"]
+        if by:
+            lines.append(Text(", ".join(f"{k} {human_bytes(v)}" for k, v in sorted(by.items())),
+                              style="dim"))
+    return Panel(Group(*lines), title="Memory budget", title_align="left", box=box.ROUNDED,
+                 expand=False)
+
+
+def _keys(snapshot: StatusInfo, width: int) -> RenderableType:
+    columns = [
+        Column("proof kind", lead=True), Column("host", right=True),
+        Column("device", right=True, drop=2),
+        Column("in use", right=True), Column("idle", right=True, drop=1),
+    ]
+    rows = []
+    for k in snapshot["keys"]:
+        dev = sum(k["device_bytes"].values())
+        rows.append({
+            "proof kind": k["proof_kind"],
+            "host": human_bytes(k["host_bytes"]),
+            "device": human_bytes(dev) if dev else "-",
+            "in use": str(k["in_use"]),
+            "idle": human_seconds(k["idle_s"]),
+        })
+    if not rows:
+        return Text("Resident proving keys: none", style="italic")
+    return fitted("Resident proving keys", columns, rows, width)
+
+
+def _header(snapshot: StatusInfo, server: str, width: int) -> Text:
+    parts = [f"cuzk {snapshot['version'] or __version__}", server,
+             f"backend {snapshot['backend']}", f"up {human_seconds(snapshot['uptime_s'])}"]
+    text = Text(" · ".join(p for p in parts if p), style="bold")
+    if snapshot["paused"]:
         text.append("  WORKERS PAUSED", style="bold yellow")
-    line = _counters_line(snapshot.get("counters"))
+    line = _counters_line(snapshot)
     if line:
         text.append("\n" + line, style="dim")
     return text
 
 
-def _total(value: Any) -> int | None:
-    if isinstance(value, (int, float)):
-        return int(value)
-    if isinstance(value, dict):
-        return sum(int(v) for v in value.values() if isinstance(v, (int, float)))
-    return None
-
-
-def _counters_line(counters: Any) -> str:
-    """Totals since start: jobs submitted and completed by status (keys "<kind>/<status>")."""
-    if not isinstance(counters, dict):
-        return ""
-    parts = []
-    submitted = _total(counters.get("jobs_submitted"))
-    if submitted is not None:
-        parts.append(f"submitted {submitted}")
-    completed = counters.get("jobs_completed")
-    if isinstance(completed, dict):
-        by_status: Counter[str] = Counter()
-        for key, n in completed.items():
-            if isinstance(n, (int, float)):
-                by_status[str(key).rpartition("/")[2]] += int(n)
-        parts += [f"{status} {n}" for status, n in sorted(by_status.items())]
-    proven = _total(counters.get("worker_partitions"))
-    if proven is not None:
-        parts.append(f"partitions proven {proven}")
-    return "jobs: " + " · ".join(parts) if parts else ""
+def _counters_line(snapshot: StatusInfo) -> str:
+    """Totals since start: jobs submitted, completed by outcome, partitions proven."""
+    c = snapshot["counters"]
+    by_status: dict[str, int] = {}
+    for key, n in c["jobs_completed"].items():
+        outcome = key.rpartition("/")[2]
+        by_status[outcome] = by_status.get(outcome, 0) + n
+    parts = [f"submitted {sum(c['jobs_submitted'].values())}"]
+    parts += [f"{status} {n}" for status, n in sorted(by_status.items())]
+    parts.append(f"partitions proven {sum(c['worker_partitions'].values())}")
+    return "jobs: " + " · ".join(parts)
 
 
 def render(
-    snapshot: dict,
+    snapshot: StatusInfo,
     *,
     server: str = "",
-    previous: tuple[float, dict] | None = None,
+    previous: tuple[float, StatusInfo] | None = None,
     now: float | None = None,
     width: int = 120,
 ) -> RenderableType:
     """The whole frame for one snapshot; ``previous`` (time, snapshot) gives exact busy %.
 
-    ``width`` is the terminal's: under 110 columns the tables drop their least useful columns
-    rather than cutting job ids short.
+    ``width`` is the terminal's: tables drop or stack columns to fit it and never cut a job
+    id or a proof kind short.
     """
     now = time.monotonic() if now is None else now
-    compact = width < 110
     return Group(
-        _header(snapshot, server),
-        _workers_table(snapshot, previous, now, compact),
-        _phases_table(snapshot),
-        _memory_panel(snapshot),
-        _keys_table(snapshot),
-        _jobs_table(snapshot, compact),
+        _header(snapshot, server, width),
+        _workers(snapshot, previous, now, width),
+        _phases(snapshot, width),
+        _memory(snapshot, width),
+        _keys(snapshot, width),
+        _jobs(snapshot, width),
     )

@@ -20,9 +20,8 @@ from rich.progress import (
 )
 
 from cuzk.cli._http import CliError, add_server_argument, make_client, request
-from cuzk.protocol import PRIORITIES
+from cuzk.protocol import PRIORITIES, TERMINAL_STATES
 
-TERMINAL_STATES = ("succeeded", "failed", "cancelled")
 POLL_WAIT_SECONDS = 0.5
 """Each poll long-polls this long, so completion is seen at once and progress twice a second."""
 

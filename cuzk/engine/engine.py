@@ -20,11 +20,12 @@ from typing import Any
 from opentelemetry import trace
 
 from cuzk import __version__
-from cuzk.engine.backend import ProverBackend
+from cuzk.engine.backend import ProofResult, ProverBackend
 from cuzk.engine.counters import Counters
 from cuzk.engine.events import (
     EventBus,
     JobAccepted,
+    JournalWritten,
     KeyEvicted,
     PartitionPhaseEnded,
     Subscriber,
@@ -32,23 +33,55 @@ from cuzk.engine.events import (
     WorkersPaused,
 )
 from cuzk.engine.jobs import Job, Partition
+from cuzk.engine.journal import JobRecord, Journal, JournalError, JournalRecorder, inputs_digest
 from cuzk.engine.keys import KeyResidency
 from cuzk.engine.memory import MemoryBudget, auto_budget
 from cuzk.engine.pipeline import Pipeline
 from cuzk.engine.settings import EngineSettings
 from cuzk.engine.snapshot import BudgetView, EngineSnapshot, JobView, KeyView, WaiterView
-from cuzk.engine.spans import SpanBook, extract_context
-from cuzk.errors import CuzkError, InputError, UnknownJob, UnknownProofKind
+from cuzk.engine.spans import SpanBook, extract_context, span_context_of, traceparent_of
+from cuzk.errors import (
+    CuzkError,
+    InputError,
+    RequestConflict,
+    Unavailable,
+    UnknownJob,
+    UnknownProofKind,
+)
 from cuzk.protocol import ACTIVE_PHASES, JOB_OUTCOMES, PRIORITY_RANK, CircuitInfo
 
 RECENT_JOBS = 50
 """Finished jobs a status snapshot lists after the unfinished ones (most recent first)."""
 
+RECOVERY_OUTCOMES = ("resumed", "completed", "failed")
+"""``cuzk_jobs_recovered_total`` outcomes: queued again; every partition was already journaled
+(settled at once, nothing proven again); could not be resumed (its proof kind is gone)."""
+MEMORY_WINDOW = 1000
+"""With a journal, finished jobs beyond this many are served from the journal, not memory."""
+
 log = logging.getLogger(__name__)
 
 
-class EngineNotRunning(CuzkError):
-    """Submit before start() or after shutdown()."""
+class EngineNotRunning(Unavailable):
+    """Submit before start(), while draining, or after shutdown() (a 503)."""
+
+
+def _traceparent(trace_context: Any) -> str | None:
+    """The client's ``traceparent`` (journaled so a recovered job stays in the client's trace)."""
+    if isinstance(trace_context, str):
+        return trace_context
+    if isinstance(trace_context, Mapping):
+        for k, v in trace_context.items():
+            if str(k).lower() == "traceparent":
+                return str(v)
+        return None
+    if trace_context is None:
+        return None
+    try:
+        ctx = extract_context(trace_context)
+    except TypeError:
+        return None
+    return traceparent_of(trace.get_current_span(ctx))
 
 
 def _settings_of(config: Any) -> EngineSettings:
@@ -109,6 +142,15 @@ class Engine:
                 self.device_budgets[device] = MemoryBudget(total, device, self.host_budget.lock)
         self.keys = KeyResidency(prover, self.host_budget, self.device_budgets)
         self.keys.on_evicted = self._evicted
+        self.journal: Journal | None = None
+        if s.journal_path is not None:  # raises JournalError saying why it cannot be used
+            self.journal = Journal.open(
+                s.journal_path, retention_jobs=s.job_retention, retention_s=s.job_retention_s,
+                on_write=self._journal_written)
+            JournalRecorder(self.journal).subscribe(self.events)
+        for kind in s.proof_kinds:
+            for outcome in RECOVERY_OUTCOMES:
+                self.counters.ensure("jobs_recovered", (kind, outcome))
 
         self.pipeline = Pipeline(
             s, prover, self.spans, self.events, self.counters, self.host_budget,
@@ -123,39 +165,116 @@ class Engine:
         self._finished: OrderedDict[str, Job] = OrderedDict()
         self._by_request: dict[str, Job] = {}
         self._seq = itertools.count()
+        self._submit_lock = threading.Lock()  # one submit at a time: check, journal, enqueue
         self._running = False
+        self._draining = False
         self._stopped = False
         self._started_at: float | None = None
+        self.drained = threading.Event()  # set when a drain has finished (long-polls answer)
+        self._drain_deadline = 0.0
+        self._probe_at = 0.0
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> Engine:
+        """Recover the journal's unfinished jobs (queued in priority order), then run."""
         with self._lock:
             if self._running or self._stopped:
                 return self
             self._running = True
             self._started_at = time.monotonic()
+        if self.journal is not None:
+            self._recover(self.journal)
         self.pipeline.start()
         return self
 
+    def drain(self, timeout: float) -> bool:
+        """Refuse new submits; let partitions in flight finish (journaled) within ``timeout``.
+
+        Partitions not started stay journaled and resume at the next start (without a
+        journal they are cancelled at shutdown). True when nothing was left in flight.
+        """
+        with self._lock:
+            self._draining = True
+            self._drain_deadline = time.monotonic() + timeout
+        try:
+            return self.pipeline.drain(timeout)
+        finally:
+            self.drained.set()
+
+    @property
+    def draining(self) -> bool:
+        return self._draining
+
     def shutdown(self, timeout: float = 30.0) -> None:
-        """Stop accepting, cancel unfinished jobs, let in-flight steps clean up, drop keys."""
+        """Stop accepting, let in-flight steps clean up, drop keys, close the journal.
+
+        Without a journal unfinished jobs are cancelled; with one they are left unfinished
+        there (their spans end marked interrupted) and resume at the next start.
+        """
         with self._lock:
             if self._stopped:
                 return
             self._running = False
             self._stopped = True
             active = list(self._active.values())
-        for job in active:
-            self.pipeline.finish_job(job, "cancelled", "engine shut down")
+        if self.journal is None:
+            for job in active:
+                self.pipeline.finish_job(job, "cancelled", "engine shut down")
+        else:
+            self.pipeline.draining = True  # nothing new starts while the queues close
         self.pipeline.stop(timeout)
+        if self.journal is not None:
+            with self._lock:
+                left = list(self._active.values())
+            for job in left:
+                self._interrupt(job)
+            self.journal.close()
         self.keys.evict_all()
+        self.drained.set()
+
+    def _interrupt(self, job: Job) -> None:
+        """End the spans of a job left unfinished at shutdown; the journal still holds it."""
+        reason = "interrupted by shutdown; resumes at the next start"
+        for p in job.partitions:
+            if p.outcome is None:
+                p.settle("cancelled", reason)
+        if job.span is not None:
+            job.span.set_attribute("cuzk.job.interrupted", True)
+            self.spans.end(job.span)
+
+    def readiness(self) -> str | None:
+        """None when ready for work, else why not (``/readyz``)."""
+        with self._lock:
+            running, draining, stopped = self._running, self._draining, self._stopped
+        if stopped:
+            return "shut down"
+        if draining:
+            return "draining: finishing partitions in flight before exit"
+        if not running:
+            return "not started"
+        journal = self.journal
+        if journal is not None and journal.last_error is not None:
+            now = time.monotonic()
+            if now - self._probe_at >= 1.0:  # re-check at most once a second
+                self._probe_at = now
+                journal.probe()
+            if journal.last_error is not None:
+                return str(journal.last_error)
+        return None
 
     @property
     def running(self) -> bool:
-        """Started and not shut down: accepting jobs (what ``/readyz`` reports)."""
-        with self._lock:
-            return self._running
+        """Started, not draining or shut down, journal writable: what ``/readyz`` reports."""
+        return self.readiness() is None
+
+    def recovered(self) -> dict[tuple[str, str], int]:
+        """Jobs recovered from the journal at start, by (proof kind, outcome)."""
+        return self.counters.get("jobs_recovered")  # type: ignore[return-value]
+
+    def _journal_written(self, seconds: float) -> None:
+        if self.events.active:
+            self.events.publish(JournalWritten(seconds))
 
     def subscribe(self, fn: Subscriber) -> Subscription:
         """Receive every engine event (``cuzk.engine.events``) from now on."""
@@ -199,37 +318,93 @@ class Engine:
                 raise InputError(f"inputs[{i}] must be an object, not {type(item).__name__}")
         if request_id is not None and (not isinstance(request_id, str) or not request_id):
             raise InputError("request_id must be a non-empty string")
+        digest = inputs_digest(inputs)
+        self._check_running()
+        if request_id is not None and (prev := self._previous(request_id)) is not None:
+            self._check_same_body(prev, proof_kind, priority, digest)
+            if prev.outcome not in ("failed", "cancelled"):
+                return prev  # a replay: nothing else runs
         self._check_memory(proof_kind)
         check = getattr(self.prover, "check_inputs", None)
         if check is not None:  # bad signals are the caller's error (422), not a failed job later
             check(proof_kind, inputs)
         parent = extract_context(trace_context)
 
-        with self._lock:
-            if not self._running:
-                raise EngineNotRunning("the engine is not running")
+        with self._submit_lock:
+            self._check_running()
             attempt = 1
-            if request_id is not None and (prev := self._by_request.get(request_id)):
-                if prev.proof_kind != proof_kind:
-                    raise InputError(
-                        f"request_id {request_id!r} was already used for proof kind "
-                        f"{prev.proof_kind!r}")
+            if request_id is not None and (prev := self._previous(request_id)) is not None:
+                self._check_same_body(prev, proof_kind, priority, digest)
                 if prev.outcome not in ("failed", "cancelled"):
                     return prev
                 attempt = prev.attempt + 1
             job = Job(proof_kind, priority, request_id, attempt, next(self._seq))
+            job.inputs_digest = digest
             self._create_spans(job, inputs, parent)
-            self._jobs[job.id] = job
-            self._active[job.id] = job
-            if request_id is not None:
-                self._by_request[request_id] = job
-            self.counters.inc("jobs_submitted", proof_kind)
-            if self.events.active:
-                self.events.publish(JobAccepted(
-                    job.id, proof_kind, priority, request_id, attempt,
-                    tuple(inputs), job.submitted_at, job.trace_id, job.trace_sampled))
+            if self.journal is not None:  # durable before anyone hears of it (the 202)
+                try:
+                    self.journal.record_accepted(JobRecord(
+                        job.id, request_id, proof_kind, priority, list(inputs), digest,
+                        _traceparent(trace_context), traceparent_of(job.span), attempt, job.seq,
+                        job.submitted_at))
+                except JournalError as e:
+                    self._discard(job, e)
+                    raise
+            with self._lock:
+                self._jobs[job.id] = job
+                self._active[job.id] = job
+                if request_id is not None:
+                    self._by_request[request_id] = job
+                self.counters.inc("jobs_submitted", proof_kind)
+                if self.events.active:
+                    self.events.publish(JobAccepted(
+                        job.id, proof_kind, priority, request_id, attempt,
+                        tuple(inputs), job.submitted_at, job.trace_id, job.trace_sampled))
             self.pipeline.enqueue(job)
         return job
+
+    def _check_running(self) -> None:
+        if self._draining or self._stopped:
+            left = max(0.0, self._drain_deadline - time.monotonic())
+            raise EngineNotRunning(
+                "the server is shutting down and accepts no new jobs; retry against another "
+                "instance or after the restart", retry_after=max(1.0, left))
+        if not self._running:
+            raise EngineNotRunning("the engine is not running")
+
+    def _previous(self, request_id: str) -> Job | None:
+        """The job a request id names: in memory, else (after a restart) in the journal."""
+        with self._lock:
+            prev = self._by_request.get(request_id)
+        if prev is None and self.journal is not None and not self.journal.closed:
+            rec = self.journal.latest_for_request(request_id)
+            if rec is not None:
+                prev = self._restore(rec)
+        return prev
+
+    @staticmethod
+    def _check_same_body(prev: Job, proof_kind: str, priority: str, digest: str) -> None:
+        """The 409: a request id names one request (kind, priority and inputs)."""
+        differs = [
+            what for what, same in (
+                (f"proof kind {proof_kind!r} (was {prev.proof_kind!r})",
+                 proof_kind == prev.proof_kind),
+                (f"priority {priority!r} (was {prev.priority!r})", priority == prev.priority),
+                ("inputs", prev.inputs_digest is None or digest == prev.inputs_digest),
+            ) if not same
+        ]
+        if differs:
+            raise RequestConflict(
+                f"request_id {prev.request_id!r} already names job {prev.id} "
+                f"(state {prev.state}); this request differs in {', '.join(differs)}. Use a new "
+                "request_id for a different request", prev.id)
+
+    def _discard(self, job: Job, error: BaseException) -> None:
+        """A job that was never accepted (the journal refused it): end its spans."""
+        for p in job.partitions:
+            p.settle("cancelled", "not accepted")
+        if job.span is not None:
+            self.spans.end(job.span, error)
 
     def _check_memory(self, proof_kind: str) -> None:
         """Refuse (PartitionTooLarge, HTTP 507) a kind whose partition can never fit: its key
@@ -242,7 +417,15 @@ class Engine:
             return
         self.keys.check_fits(proof_kind)
 
-    def _create_spans(self, job: Job, inputs: Sequence[Mapping[str, Any]], parent: Any) -> None:
+    def _create_spans(
+        self,
+        job: Job,
+        inputs: Sequence[Mapping[str, Any]],
+        parent: Any,
+        links: Sequence[Any] = (),
+        proven: Mapping[int, tuple[dict, list[str]]] | None = None,
+    ) -> None:
+        """The job span and one span per partition to prove (``proven`` ones are settled)."""
         attrs = {
             "cuzk.job.id": job.id,
             "cuzk.proof_kind": job.proof_kind,
@@ -252,18 +435,26 @@ class Engine:
         }
         if job.request_id is not None:
             attrs["cuzk.request.id"] = job.request_id
-        job.span = self.spans.start("cuzk.job", parent, attrs)
+        if links:
+            attrs["cuzk.job.recovered"] = True
+            attrs["cuzk.job.recovered_partitions"] = len(proven or {})
+        job.span = self.spans.start("cuzk.job", parent, attrs, links=links)
         job.trace_id = job.span.trace_id
         job.trace_sampled = job.span.sampled
         for i, item in enumerate(inputs):
             p = Partition(job, i, item, self.spans, self._phase_closed)
+            job.partitions.append(p)
+            if proven and i in proven:
+                proof, public = proven[i]
+                p.proof = ProofResult(proof, public)
+                p.settle("done")
+                continue
             p.span = self.spans.start("cuzk.partition", job.span, {
                 "cuzk.job.id": job.id,
                 "cuzk.proof_kind": job.proof_kind,
                 "cuzk.partition.index": i,
                 "cuzk.priority": job.priority,
             })
-            job.partitions.append(p)
 
     def _phase_closed(self, p: Partition, phase: str, seconds: float) -> None:
         if self.events.active:
@@ -282,21 +473,100 @@ class Engine:
             if self._active.pop(job.id, None) is None:
                 return
             self._finished[job.id] = job
-            while len(self._finished) > self.settings.job_retention:
-                _, old = self._finished.popitem(last=False)
-                self._jobs.pop(old.id, None)
-                if old.request_id is not None and self._by_request.get(old.request_id) is old:
-                    del self._by_request[old.request_id]
+        self._prune_finished()
         if job.span is not None:
             self.spans.end(job.span, job.error_exc)
         job.settled.set()
 
+    def _prune_finished(self) -> None:
+        """Drop finished jobs past retention (count and age), as the journal does; with a
+        journal, memory keeps only the newest MEMORY_WINDOW (older ones are read from it)."""
+        s = self.settings
+        keep = min(s.job_retention, MEMORY_WINDOW) if self.journal else s.job_retention
+        oldest = time.time() - s.job_retention_s
+        with self._lock:
+            while self._finished:
+                old = next(iter(self._finished.values()))
+                if len(self._finished) <= keep and (old.finished_at or 0.0) >= oldest:
+                    break
+                self._finished.popitem(last=False)
+                self._jobs.pop(old.id, None)
+                if old.request_id is not None and self._by_request.get(old.request_id) is old:
+                    del self._by_request[old.request_id]
+
     def get(self, job_id: str) -> Job:
+        self._prune_finished()
         with self._lock:
             job = self._jobs.get(job_id)
+        if job is None and self.journal is not None and not self.journal.closed:
+            rec = self.journal.find(job_id)
+            if rec is not None:
+                job = self._restore(rec)
         if job is None:
             raise UnknownJob(f"no job with id {job_id!r}")
         return job
+
+    # ---- the journal -------------------------------------------------------------------------
+
+    def _restore(self, rec: JobRecord) -> Job:
+        """A journaled job as a Job object (finished ones are served like in-memory ones)."""
+        job = Job(rec.proof_kind, rec.priority, rec.request_id, rec.attempt, rec.seq,
+                  job_id=rec.id, submitted_at=rec.submitted_at)
+        job.inputs_digest = rec.inputs_digest
+        original = span_context_of(rec.span_context)
+        if original is not None:
+            job.trace_id = format(original.trace_id, "032x")
+        for i, item in enumerate(rec.inputs):
+            p = Partition(job, i, item, self.spans, None)
+            if i in rec.proofs:
+                p.proof = ProofResult(*rec.proofs[i])
+                p.outcome = "done"
+            elif rec.finished:
+                p.outcome = "cancelled"
+            job.partitions.append(p)
+        if rec.finished:
+            job.conclude(rec.state, rec.error)
+            job.finished_at = rec.finished_at
+            job._t_end = job._t0 + ((rec.finished_at or rec.submitted_at) - rec.submitted_at)
+            job._done.set()
+            job.settled.set()
+        return job
+
+    def _recover(self, journal: Journal) -> None:
+        """Queue the journal's unfinished jobs again; only unproven partitions are proven."""
+        self._seq = itertools.count(journal.max_seq() + 1)
+        for rec in journal.unfinished():
+            kind = self.settings.proof_kinds.get(rec.proof_kind)
+            if kind is None or len(rec.inputs) != kind.partitions:
+                why = (f"not resumed after a restart: proof kind {rec.proof_kind!r} is no longer "
+                       "configured" if kind is None else
+                       f"not resumed after a restart: proof kind {rec.proof_kind!r} now takes "
+                       f"{kind.partitions} partitions, the job has {len(rec.inputs)}")
+                journal.record_settled(rec.id, "failed", why)
+                self.counters.inc("jobs_recovered", (rec.proof_kind, "failed"))
+                log.warning("job %s %s", rec.id, why)
+                continue
+            job = Job(rec.proof_kind, rec.priority, rec.request_id, rec.attempt, rec.seq,
+                      job_id=rec.id, submitted_at=rec.submitted_at)
+            job.inputs_digest = rec.inputs_digest
+            original = span_context_of(rec.span_context)
+            # The client's trace when it sent one, else the original job's: the trace goes on.
+            parent = extract_context(rec.traceparent) if rec.traceparent else None
+            if parent is None and original is not None:
+                parent = trace.set_span_in_context(trace.NonRecordingSpan(original))
+            self._create_spans(job, rec.inputs, parent, links=[original] if original else [],
+                               proven=rec.proofs)
+            with self._lock:
+                self._jobs[job.id] = job
+                self._active[job.id] = job
+                if job.request_id is not None:
+                    self._by_request[job.request_id] = job
+            if all(p.outcome == "done" for p in job.partitions):
+                self.counters.inc("jobs_recovered", (job.proof_kind, "completed"))
+                self.pipeline.finish_job(job, "succeeded")
+            else:
+                self.counters.inc("jobs_recovered", (job.proof_kind, "resumed"))
+                self.pipeline.enqueue(job)
 
     def wait(self, job_id: str, timeout: float | None = None) -> Job:
         """Block until the job is terminal or ``timeout`` passes; returns it either way."""
@@ -424,6 +694,7 @@ class Engine:
             keys=tuple(keys),
             jobs_submitted=self.counters.get("jobs_submitted"),  # type: ignore[arg-type]
             jobs_completed=self.counters.get("jobs_completed"),  # type: ignore[arg-type]
+            jobs_recovered=self.counters.get("jobs_recovered"),  # type: ignore[arg-type]
             worker_partitions=self.counters.get("worker_partitions"),  # type: ignore[arg-type]
             spans_open=len(self.spans.open_spans()),
         )

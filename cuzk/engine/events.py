@@ -103,6 +103,13 @@ class WorkersPaused:
 
 
 @dataclass(frozen=True, slots=True)
+class JournalWritten:
+    """One committed write to the job journal (fsync included) took ``seconds``."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
 class JobSettled:
     """A job's outcome is final: succeeded, failed (with ``error``) or cancelled.
 
@@ -131,6 +138,7 @@ EngineEvent = (
     | MemoryWaited
     | KeyEvicted
     | WorkersPaused
+    | JournalWritten
     | JobSettled
 )
 Subscriber = Callable[[EngineEvent], None]

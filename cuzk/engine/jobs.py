@@ -200,8 +200,11 @@ class Job:
         request_id: str | None,
         attempt: int,
         seq: int,
+        job_id: str | None = None,
+        submitted_at: float | None = None,
     ) -> None:
-        self.id = uuid.uuid4().hex
+        """``job_id``/``submitted_at`` are given when a job is restored from the journal."""
+        self.id = job_id or uuid.uuid4().hex
         self.proof_kind = proof_kind
         self.priority = priority
         self.request_id = request_id
@@ -211,8 +214,10 @@ class Job:
         self.span: TrackedSpan | None = None
         self.trace_id: str | None = None
         self.trace_sampled = False  # only a sampled trace id may be an exemplar
-        self.submitted_at = time.time()
-        self._t0 = time.monotonic()
+        now = time.time()
+        self.submitted_at = now if submitted_at is None else submitted_at
+        self._t0 = time.monotonic() - (now - self.submitted_at)  # durations span restarts
+        self.inputs_digest: str | None = None
         self.finished_at: float | None = None
         self._t_end: float | None = None
         self.outcome: str | None = None

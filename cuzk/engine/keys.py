@@ -313,6 +313,8 @@ class KeyResidency:
                 fits = fits and self._true_up(r, int(handle.device_bytes))
                 slot.device_bytes[device] = r.held
             with self._cond:
+                # The true device size may break the device rule for the kinds pinned now.
+                fits = fits and self._devices_can_run(kind, self._needs[kind], slot)
                 if fits:
                     slot.state = "resident"
                 else:  # larger than granted: give it all back, everyone queues again

@@ -1,4 +1,4 @@
-"""One byte budget shared by every large consumer (design.md section 3).
+"""One byte budget shared by every large consumer (docs/design.md section 3).
 
 A budget is a ledger of reservations plus a priority-ordered list of waiters. Rules:
 

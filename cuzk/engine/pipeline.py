@@ -93,6 +93,9 @@ class Pipeline:
         self._threads: list[threading.Thread] = []
         self._stage: dict[int, _Stage] = {}
         self._stage_lock = threading.Lock()
+        self._settled = threading.Condition(self._stage_lock)  # notified as work items leave
+        self.draining = False
+        self._parked: dict[int, Partition] = {}
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
@@ -126,15 +129,56 @@ class Pipeline:
                 if t.name.startswith(prefix):
                     t.join(max(0.0, deadline - time.monotonic()))
 
+    def drain(self, timeout: float) -> bool:
+        """Start no new work; let partitions in synthesis, on a worker or finalizing finish.
+
+        Partitions waiting (queued for synthesis, for memory, or synthesized and queued for a
+        GPU worker) are parked: they hold nothing, keep their place in the journal and resume
+        at the next start. True when everything in flight finished within ``timeout``.
+        """
+        import time
+
+        deadline = time.monotonic() + timeout
+        self.draining = True
+        for queue in (self.pending, self.gpu_queue):
+            for p in queue.remove_where(lambda _: True):
+                self._park(p)
+        for budget in (self.host, *self.device_budgets.values()):
+            budget.wake()  # memory waiters see the drain and park
+        with self._settled:
+            while len(self._stage) > len(self._parked):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._settled.wait(left)
+        return True
+
+    def _park(self, p: Partition, current: PhaseScope | None = None) -> None:
+        """Drop what a partition not yet proving holds; it stays unsettled, back in
+        ``queued_synthesis`` (its next start begins there)."""
+        self._release(p)
+        with self._stage_lock:
+            st = self._stage.get(id(p))
+        if st is not None:
+            leaving = current or st.queued_scope
+            if leaving is not None and not leaving.closed:
+                st.synth_scope = p.open_phase("queued_synthesis")
+                leaving.close()
+        with self._settled:
+            self._parked[id(p)] = p
+            self._settled.notify_all()
+
     # ---- entry -------------------------------------------------------------------------------
 
     def enqueue(self, job: Job) -> None:
-        for p in job.partitions:
+        """Queue the job's unsettled partitions (a recovered job's proven ones are settled)."""
+        todo = [p for p in job.partitions if p.outcome is None]
+        for p in todo:
             st = _Stage()
             st.synth_scope = p.open_phase("queued_synthesis")
             with self._stage_lock:
                 self._stage[id(p)] = st
-        for p in job.partitions:
+        for p in todo:
             self.pending.put(p, queue_key(p))
 
     def _st(self, p: Partition) -> _Stage:
@@ -163,6 +207,8 @@ class Pipeline:
         job, st = p.job, self._st(p)
         if job.terminal:
             return self._abandon(p)
+        if self.draining:
+            return self._park(p)
         # From here a synthesis thread holds the partition: key, reservation, witness, a/b/c.
         scope = p.open_phase("synthesizing")
         st.synth_scope.close()  # type: ignore[union-attr]
@@ -172,14 +218,15 @@ class Pipeline:
             # while waiting (cuzk.engine.keys explains why).
             with p.open_phase("waiting_memory", nested=True):
                 p.key, p.reservation = self.keys.admit(
-                    job.proof_kind, job.priority, abort=lambda: job.terminal, tag=p)
+                    job.proof_kind, job.priority, abort=lambda: job.terminal or self.draining,
+                    tag=p)
             mem_span.set_attribute("cuzk.memory.bytes", p.reservation.held)
             if self.bus.active:
                 self.bus.publish(MemoryWaited(
                     self.host.name, PARTITION_CONSUMER, p.reservation.waited_s))
         except ReservationAborted:
             self.spans.end(mem_span)
-            return self._abandon(p)
+            return self._abandon(p) if job.terminal else self._park(p, scope)
         except Exception as exc:
             self.spans.end(mem_span, exc)
             return self._fail(p, exc)
@@ -189,6 +236,8 @@ class Pipeline:
                 p.span.set_attribute(f"cuzk.circuit.{name}", value)
         if job.terminal:
             return self._abandon(p)
+        if self.draining:
+            return self._park(p, scope)
         scope.span = self.spans.start("cuzk.synthesis", p.span, self._attrs(p))
         try:
             p.synthesis = self.prover.synthesize(p.key.handle, p.inputs)
@@ -328,8 +377,10 @@ class Pipeline:
 
     def _after_settle(self, p: Partition) -> None:
         job = p.job
-        with self._stage_lock:
+        with self._settled:
             self._stage.pop(id(p), None)
+            self._parked.pop(id(p), None)
+            self._settled.notify_all()
         if all(q.outcome == "done" for q in job.partitions):
             self.finish_job(job, "succeeded")
         if job.terminal and all(q.outcome is not None for q in job.partitions):

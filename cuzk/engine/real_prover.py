@@ -146,10 +146,26 @@ class RealProver:
             except WitnessError as e:
                 raise WitnessError(f"inputs[{i}]: {e}") from None
 
+    def _zkey_if_ready(self, proof_kind: str) -> Path | None:
+        """The zkey if it exists now: hints never generate a development key (that can take a
+        minute, and hints are asked for at submit)."""
+        if proof_kind in self._zkeys:
+            return self._zkeys[proof_kind]
+        kind = self._kind(proof_kind)
+        if kind.zkey is not None:
+            return Path(kind.zkey)
+        from cuzk.prover.keystore import cached_zkey_path
+
+        r1cs, _ = self._circuit_paths(proof_kind)
+        path = cached_zkey_path(proof_kind, r1cs, self.settings.keys_dir)
+        return path if path.exists() else None
+
     def key_bytes_hint(self, proof_kind: str) -> int:
-        """The zkey's size: close to the resident key (the engine trues up after loading)."""
+        """The zkey's size: close to the resident key (the engine trues up after loading); 0
+        while the key does not exist yet."""
         try:
-            return self.zkey_path(proof_kind).stat().st_size
+            path = self._zkey_if_ready(proof_kind)
+            return path.stat().st_size if path is not None else 0
         except OSError:
             return 0
 
@@ -168,7 +184,7 @@ class RealProver:
         self._vks[proof_kind] = (stamp, vk)
         return vk
 
-    def partition_memory_hint(self, proof_kind: str) -> PartitionMemory:
+    def partition_memory_hint(self, proof_kind: str) -> PartitionMemory | None:
         """What a partition will reserve, from the zkey's header and point sections (read
         memory-mapped, without building the key): the engine checks a kind fits its budget
         before anything is loaded. The same figure load_key reports, on the host side."""
@@ -176,7 +192,10 @@ class RealProver:
         from cuzk.prover import estimate_memory
         from cuzk.prover.keys import CircuitSizes
 
-        zk = read_zkey(self.zkey_path(proof_kind), mmap=True)
+        path = self._zkey_if_ready(proof_kind)
+        if path is None:
+            return None  # known once the key exists and is loaded
+        zk = read_zkey(path, mmap=True)
 
         def present(points: Any) -> int:
             return int(points.reshape(points.shape[0], -1).any(axis=1).sum())

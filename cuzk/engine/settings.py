@@ -70,7 +70,10 @@ class EngineSettings:
     Not config keys: proof_kinds (name -> ProofKindSettings); metrics_enabled / tracing_enabled
     (off only to measure telemetry overhead) and service_name, from the [telemetry] section;
     split_proving (False makes a GPU worker wait for finalization, a benchmark comparison);
-    job_retention (finished jobs kept for get/status/idempotency); record_intervals (keep
+    job_retention / job_retention_s (finished jobs are kept for get/status/idempotency until
+    they are beyond the newest ``job_retention`` or older than ``job_retention_s``; the journal
+    follows the same rule; ``cuzk serve`` takes both from [journal]); journal_path (the SQLite
+    job journal; None: jobs live in memory only and are lost on exit); record_intervals (keep
     busy/queue intervals for the benchmark's utilisation figure).
     """
 
@@ -139,6 +142,8 @@ class EngineSettings:
     service_name: str = "cuzk"
     split_proving: bool = True
     job_retention: int = 1000
+    job_retention_s: float = 604_800.0
+    journal_path: Path | None = None
     record_intervals: bool = False
 
     def __post_init__(self) -> None:

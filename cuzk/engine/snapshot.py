@@ -9,7 +9,7 @@ leases, partition phase scopes, memory reservations and waiters. The Prometheus 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cuzk.protocol import (
@@ -200,6 +200,8 @@ class EngineSnapshot:
     jobs_completed: Mapping[tuple[str, str], int]  # (proof_kind, outcome)
     worker_partitions: Mapping[tuple[str, str, str], int]  # (worker, device, proof_kind)
     spans_open: int  # engine spans not yet ended: 0 when idle (a leak check from outside)
+    # Unfinished jobs found in the journal at start: (proof_kind, outcome) -> count.
+    jobs_recovered: Mapping[tuple[str, str], int] = field(default_factory=dict)
 
     def to_wire(self) -> StatusInfo:
         phases: dict[str, dict[str, int]] = {}

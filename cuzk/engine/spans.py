@@ -36,6 +36,26 @@ def extract_context(carrier: Any) -> otel_context.Context | None:
     raise TypeError(f"cannot take a trace context from {type(carrier).__name__}")
 
 
+def traceparent_of(span: TrackedSpan | Span | None) -> str | None:
+    """The W3C ``traceparent`` of a span (stored in the journal), None for an invalid span."""
+    if isinstance(span, TrackedSpan):
+        span = span.span
+    if span is None or not span.get_span_context().is_valid:
+        return None
+    carrier: dict[str, str] = {}
+    _PROPAGATOR.inject(carrier, trace.set_span_in_context(span))
+    return carrier.get("traceparent")
+
+
+def span_context_of(traceparent: str | None) -> trace.SpanContext | None:
+    """The span context a stored ``traceparent`` names (a recovered job links to it)."""
+    if not traceparent:
+        return None
+    sc = trace.get_current_span(_PROPAGATOR.extract({"traceparent": traceparent}))
+    ctx = sc.get_span_context()
+    return ctx if ctx.is_valid else None
+
+
 def trace_id_of(span: TrackedSpan | Span | None) -> str | None:
     """32-hex trace id, or None for an invalid (tracing off) span."""
     if isinstance(span, TrackedSpan):
@@ -92,7 +112,7 @@ class SpanBook:
         name: str,
         parent: TrackedSpan | otel_context.Context | None,
         attributes: Mapping[str, Any] | None = None,
-        links: Sequence[TrackedSpan] = (),
+        links: Sequence[TrackedSpan | trace.SpanContext] = (),
     ) -> TrackedSpan:
         if isinstance(parent, TrackedSpan):
             ctx: otel_context.Context | None = trace.set_span_in_context(parent.span)
@@ -103,9 +123,10 @@ class SpanBook:
             context=ctx,
             attributes=dict(attributes or {}),
             links=[
-                Link(t.span.get_span_context())
-                for t in links
-                if t.span.get_span_context().is_valid
+                Link(c)
+                for c in (t.span.get_span_context() if isinstance(t, TrackedSpan) else t
+                          for t in links)
+                if c.is_valid
             ],
         )
         tracked = TrackedSpan(name, span)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cuzk.curves import Curve, curve_for_scalar_prime
+from cuzk.curves import Curve, curve_for_scalar_prime, unknown_scalar_prime
 from cuzk.formats.binfile import read_bigint, read_binfile, read_u32, u32_view, write_binfile
 from cuzk.formats.limbs import limbs_less_than
 
@@ -43,7 +43,7 @@ def read_wtns(path: str | os.PathLike[str]) -> Witness:
     try:
         curve = curve_for_scalar_prime(prime)
     except KeyError:
-        raise bf.error(f"prime {prime:#x} is not the scalar field of a known curve") from None
+        raise bf.error(unknown_scalar_prime(prime)) from None
     if n8 != curve.n8r:
         raise bf.error(f"field element size {n8} does not match {curve.name} ({curve.n8r})")
     n = read_u32(hdr, 4 + n8)

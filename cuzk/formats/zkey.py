@@ -117,7 +117,7 @@ def read_zkey(path: str | os.PathLike[str], *, mmap: bool = False) -> ZKey:
     proto = read_u32(bf.payload(S_HEADER, "protocol header", expected_size=4), 0)
     if proto != GROTH16:
         name = _PROTOCOLS.get(proto, f"unknown protocol {proto}")
-        raise bf.error(f"not a Groth16 key ({name})")
+        raise bf.error(f"section 1 (header): not a Groth16 key ({name})")
 
     hdr = bf.payload(S_GROTH, "Groth16 header")
     if hdr.shape[0] < 4:

@@ -10,15 +10,21 @@ never carry job or request ids.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.openmetrics import exposition as openmetrics
 
-from cuzk.engine.events import EngineEvent, JobSettled, MemoryWaited, PartitionPhaseEnded
+from cuzk.engine.events import (
+    EngineEvent,
+    JobSettled,
+    JournalWritten,
+    MemoryWaited,
+    PartitionPhaseEnded,
+)
 from cuzk.engine.snapshot import EngineSnapshot
 
 if TYPE_CHECKING:
@@ -26,6 +32,7 @@ if TYPE_CHECKING:
 
 JOB_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 PHASE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+JOURNAL_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5)
 WAIT_BUCKETS = (0.0001, 0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300)
 
 
@@ -68,6 +75,11 @@ class EngineCollector:
             "cuzk_jobs_submitted", "Jobs accepted", labels=["proof_kind"])
         completed = CounterMetricFamily(
             "cuzk_jobs_completed", "Jobs finished, by outcome", labels=["proof_kind", "status"])
+        recovered = CounterMetricFamily(
+            "cuzk_jobs_recovered",
+            "Unfinished jobs found in the journal at start, by outcome (resumed: queued again; "
+            "completed: every partition already journaled; failed: could not be resumed)",
+            labels=["proof_kind", "outcome"])
         budget = GaugeMetricFamily("cuzk_memory_budget_bytes", "Host memory budget in bytes")
         reserved = GaugeMetricFamily(
             "cuzk_memory_reserved_bytes", "Host bytes reserved, by consumer", labels=["consumer"])
@@ -104,6 +116,8 @@ class EngineCollector:
                 submitted.add_metric([kind], n)
             for labels, n in sorted(s.jobs_completed.items()):
                 completed.add_metric(list(labels), n)
+            for labels, n in sorted(s.jobs_recovered.items()):
+                recovered.add_metric(list(labels), n)
             mem = s.memory
             budget.add_metric([], mem.budget_bytes)
             for consumer, n in sorted({"proving_key": 0, "partition": 0,
@@ -130,7 +144,7 @@ class EngineCollector:
                                            **dev.reserved_by_consumer}.items()):
                     dev_reserved.add_metric([device, consumer], n)
         yield from (busy, busy_s, lease_age, paused, parts, queued, phases, submitted, completed,
-                    budget, reserved, waiters, evictions, evicted, keys, build)
+                    recovered, budget, reserved, waiters, evictions, evicted, keys, build)
         if s is None or s.device_memory:  # absent, not zero, where no device budget exists
             yield from (dev_budget, dev_reserved)
 
@@ -155,27 +169,57 @@ class EngineMetrics:
         self.memory_wait = Histogram(
             "cuzk_memory_acquire_wait_seconds", "Time a reservation waited for memory",
             ["consumer"], buckets=WAIT_BUCKETS, registry=self.registry)
+        self.journal_write = Histogram(
+            "cuzk_journal_write_seconds",
+            "Time one committed job-journal write took (fsync included)",
+            buckets=JOURNAL_BUCKETS, registry=self.registry)
         if nvml:
             from cuzk.telemetry.nvml import cuda_device_ids, register_nvml
 
             devices = cuda_device_ids(engine.prover)
             if devices:
                 register_nvml(self.registry, devices)
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            PartitionPhaseEnded: self._phase_ended,
+            JobSettled: self._job_settled,
+            MemoryWaited: self._memory_waited,
+            JournalWritten: self._journal_written,
+        }
         self._subscription = engine.subscribe(self.observe)
 
     def close(self) -> None:
         self._subscription.close()
 
     def observe(self, event: EngineEvent) -> None:
-        """The event subscriber: histograms only (everything else is read at scrape time)."""
-        if isinstance(event, PartitionPhaseEnded):
-            self.phase_duration.labels(event.proof_kind, event.phase).observe(
-                event.seconds, _exemplar(event.trace_id, event.sampled))
-        elif isinstance(event, JobSettled):
-            self.job_duration.labels(event.proof_kind, event.outcome).observe(
-                event.duration_s, _exemplar(event.trace_id, event.sampled))
-        elif isinstance(event, MemoryWaited):
-            self.memory_wait.labels(event.consumer).observe(event.seconds)
+        """The event subscriber: histograms only (everything else is read at scrape time).
+
+        It runs in the engine's threads (a GPU worker's among them), so it stays short: one
+        dispatch on the event's type and a cached histogram child per label set."""
+        handler = self._handlers.get(type(event))
+        if handler is not None:
+            handler(event)
+
+    def _child(self, histogram: Histogram, labels: tuple[str, ...]) -> Any:
+        key = (id(histogram), labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = histogram.labels(*labels)
+        return child
+
+    def _phase_ended(self, e: PartitionPhaseEnded) -> None:
+        self._child(self.phase_duration, (e.proof_kind, e.phase)).observe(
+            e.seconds, _exemplar(e.trace_id, e.sampled))
+
+    def _job_settled(self, e: JobSettled) -> None:
+        self._child(self.job_duration, (e.proof_kind, e.outcome)).observe(
+            e.duration_s, _exemplar(e.trace_id, e.sampled))
+
+    def _memory_waited(self, e: MemoryWaited) -> None:
+        self._child(self.memory_wait, (e.consumer,)).observe(e.seconds)
+
+    def _journal_written(self, e: JournalWritten) -> None:
+        self.journal_write.observe(e.seconds)
 
     def render(self, openmetrics_format: bool = False) -> tuple[bytes, str]:
         """Exposition bytes and content type; OpenMetrics carries the exemplars."""

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import wasmtime
 
-from cuzk.curves import Curve, curve_for_scalar_prime
+from cuzk.curves import Curve, curve_for_scalar_prime, unknown_scalar_prime
 from cuzk.errors import FormatError, WitnessError
 from cuzk.formats.wtns import write_wtns
 
@@ -248,9 +248,7 @@ class WitnessCalculator:
         try:
             self.curve: Curve = curve_for_scalar_prime(self.prime)
         except KeyError:
-            raise FormatError(
-                self.path, f"prime {self.prime:#x} is not the scalar field of a known curve"
-            ) from None
+            raise FormatError(self.path, unknown_scalar_prime(self.prime)) from None
         self.n_vars: int = probe.call("getWitnessSize")
         self.input_size: int = probe.call("getInputSize")
         self.input_signals = self._resolve_inputs(probe, input_signals, sym_path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,11 +23,20 @@ OPERATIONS_DOC = ROOT / "docs" / "operations.md"
 
 # Series that Prometheus itself makes; dashboards may query them next to the engine's.
 PROMETHEUS_SERIES = {"up", "ALERTS", "ALERTS_FOR_STATE"}
-# Device metrics that exist only where NVML is present (design.md section 5).
+# Device metrics that exist only where NVML is present (docs/design.md section 5).
 NVML_METRICS = {"cuzk_device_memory_used_bytes", "cuzk_device_utilization_ratio"}
 # Per-device budget metrics: exposed only where a GPU backend keeps device budgets.
 DEVICE_BUDGET_METRICS = {"cuzk_device_memory_budget_bytes", "cuzk_device_memory_reserved_bytes"}
 DEVICE_ONLY_METRICS = NVML_METRICS | DEVICE_BUDGET_METRICS
+# The monitoring stack's own metrics (Prometheus, Alertmanager, OpenTelemetry Collector).
+STACK_METRIC_PREFIXES = ("prometheus_", "alertmanager_", "otelcol_")
+# Engine metrics the rules and dashboards use that this engine does not export yet, with why.
+# The e2e test skips their queries by name while they are absent and checks them once they are.
+PENDING_ENGINE_METRICS = {
+    "process_resident_memory_bytes": "prometheus_client's process collector, not registered on "
+                                     "the engine's own registry (cuzk/telemetry/metrics.py)",
+    "process_start_time_seconds": "the same process collector",
+}
 
 
 def require_tool(name: str) -> str:
@@ -115,3 +125,10 @@ def nvml_metric_names() -> set[str]:
     """Metric names the engine's NVML collector declares (read from its source)."""
     src = (ROOT / "cuzk" / "telemetry" / "nvml.py").read_text()
     return set(re.findall(r'"(cuzk_device_[a-z_]+)"', src))
+
+
+def free_port() -> int:
+    """A free TCP port on the loopback interface."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -40,6 +40,7 @@ class Ceremony:
     zkey: Path
     vk: Path  # snarkjs zkey export verificationkey
     snarkjs: str
+    circuit_hash: str  # what snarkjs printed as "Circuit Hash" during the phase-2 contribution
 
     def inputs(self, seed: int) -> dict:
         return {"a": [seed + i for i in range(4)], "w": [7 * seed + i for i in range(4)],
@@ -61,8 +62,8 @@ def ceremony(tmp_path_factory) -> Ceremony:
         "--name=first", "-e=interop test phase 1")  # fmt: skip
     run(snarkjs, "powersoftau", "prepare", "phase2", d / "pot_1.ptau", d / "pot.ptau")
     run(snarkjs, "groth16", "setup", d / "weighted_sum.r1cs", d / "pot.ptau", d / "ws_0.zkey")
-    run(snarkjs, "zkey", "contribute", d / "ws_0.zkey", d / "weighted_sum.zkey",
-        "--name=second", "-e=interop test phase 2")  # fmt: skip
+    contributed = run(snarkjs, "zkey", "contribute", d / "ws_0.zkey", d / "weighted_sum.zkey",
+                      "--name=second", "-e=interop test phase 2")  # fmt: skip
     run(snarkjs, "zkey", "export", "verificationkey", d / "weighted_sum.zkey", d / "vk.json")
     return Ceremony(
         dir=d,
@@ -71,7 +72,15 @@ def ceremony(tmp_path_factory) -> Ceremony:
         zkey=d / "weighted_sum.zkey",
         vk=d / "vk.json",
         snarkjs=snarkjs,
+        circuit_hash=_printed_hash(contributed, "Circuit Hash"),
     )
+
+
+def _printed_hash(output: str, label: str) -> str:
+    """snarkjs prints a 64-byte hash as 4 lines of 4 hex words after ``label:``."""
+    lines = output.splitlines()
+    (at,) = [i for i, line in enumerate(lines) if f"{label}:" in line]
+    return "".join("".join(line.split()) for line in lines[at + 1 : at + 5])
 
 
 def free_port() -> int:

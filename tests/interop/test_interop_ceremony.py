@@ -26,7 +26,10 @@ def test_circuit_check_accepts_the_ceremony_files(ceremony: Ceremony, capsys):
     args = ["circuit", "check", "--r1cs", ceremony.r1cs, "--wasm", ceremony.wasm, "--zkey",
             ceremony.zkey]  # fmt: skip
     assert main([str(a) for a in args]) == 0
-    assert "belong together" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "belong together" in out
+    assert len(ceremony.circuit_hash) == 128
+    assert f"1 phase-2 contribution, circuit hash {ceremony.circuit_hash})" in out
 
 
 @pytest.mark.parametrize("backend", ["cpu", "auto"])

@@ -86,6 +86,11 @@ def test_without_the_right_token_every_route_is_401_and_nothing_changes(
         assert "error" in r.json()
     assert state(authed) == before
     assert prover.calls == calls
+    refused = [
+        line for line in authed.get("/metrics").text.splitlines()
+        if line.startswith('cuzk_http_requests_refused_total{reason="unauthorized"}')
+    ]  # fmt: skip
+    assert refused and float(refused[0].split()[-1]) == len(PROTECTED)
 
 
 def test_wrong_token_challenge_says_invalid_token(authed: TestClient) -> None:

@@ -19,6 +19,13 @@ from cuzk.engine.engine import Engine
 from cuzk.testing import ScriptedProver
 
 
+def metric_value(exposition: str, name: str, reason: str) -> float:
+    for line in exposition.splitlines():
+        if line.startswith(f'{name}{{reason="{reason}"}} '):
+            return float(line.split()[-1])
+    raise AssertionError(f"{name}{{reason={reason!r}}} not exported")
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -77,6 +84,8 @@ def test_connections_past_the_cap_get_503_and_are_closed(capped: str) -> None:
             pass
         assert time.monotonic() < deadline
         time.sleep(0.05)
+    metrics = httpx.get(f"{capped}/metrics").text
+    assert metric_value(metrics, "cuzk_http_connections_closed_total", "too_many_connections") == 1
 
 
 def test_requests_past_the_in_flight_bound_get_503_health_still_answers(
@@ -89,15 +98,20 @@ def test_requests_past_the_in_flight_bound_get_503_health_still_answers(
         ).json()
         assert gate.wait_entered()
         with ThreadPoolExecutor(2) as pool:
-            polls = [
-                pool.submit(client.get, f"/v1/proofs/{job['id']}", params={"wait": 20})
-                for _ in range(2)
-            ]
+
+            def long_poll():  # type: ignore[no-untyped-def]
+                return pool.submit(client.get, f"/v1/proofs/{job['id']}", params={"wait": 20})
+
+            polls = [long_poll(), long_poll()]
             deadline = time.monotonic() + 10
             while True:  # both long-polls are inside the app once a third request is refused
                 r = client.get("/v1/status")
                 if r.status_code == 503:
                     break
+                # A long-poll that arrived while a probe was in flight was itself refused.
+                polls = [
+                    long_poll() if p.done() and p.result().status_code == 503 else p for p in polls
+                ]
                 assert time.monotonic() < deadline, "the bound never applied"
                 time.sleep(0.05)
             assert r.headers["retry-after"] == "1"
@@ -107,3 +121,6 @@ def test_requests_past_the_in_flight_bound_get_503_health_still_answers(
             gate.release()
             assert all(p.result().json()["state"] == "succeeded" for p in polls)
         assert client.get("/v1/status").status_code == 200
+        metrics = client.get("/metrics").text
+        assert 'cuzk_http_requests_refused_total{reason="too_many_requests"}' in metrics
+        assert metric_value(metrics, "cuzk_http_requests_refused_total", "too_many_requests") >= 1

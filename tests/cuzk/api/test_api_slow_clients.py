@@ -14,6 +14,7 @@ import selectors
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -38,6 +39,7 @@ class Served:
     host: str
     port: int
     proc: subprocess.Popen[str]
+    log: list[str]
 
 
 def start_serve(extra_env: dict[str, str]) -> Served:
@@ -47,6 +49,8 @@ def start_serve(extra_env: dict[str, str]) -> Served:
         "CUZK_ENGINE_BACKEND": "cpu",
         "CUZK_ENGINE_KEYS_DIR": str(KEYS_DIR),
         "CUZK_TELEMETRY_TRACING": "false",
+        # Each server its own journal: two never share one (the second would refuse to start).
+        "CUZK_JOURNAL_PATH": str(Path(tempfile.mkdtemp(prefix="cuzk-test-")) / "journal.db"),
         **extra_env,
     }
     proc = subprocess.Popen(
@@ -68,7 +72,8 @@ def start_serve(extra_env: dict[str, str]) -> Served:
         if m:
             # Keep draining the log so the server never blocks on a full pipe.
             threading.Thread(target=proc.stdout.read, daemon=True).start()
-            return Served(f"http://{m.group(1)}:{m.group(2)}", m.group(1), int(m.group(2)), proc)
+            url = f"http://{m.group(1)}:{m.group(2)}"
+            return Served(url, m.group(1), int(m.group(2)), proc, lines)
     proc.kill()
     raise AssertionError("cuzk serve did not start:\n" + "".join(lines))
 
@@ -156,6 +161,27 @@ def test_slow_body_is_closed_with_408(tight: Served) -> None:
     assert BODY_S - 0.05 <= took <= BODY_S + MARGIN_S, took
     assert received.startswith(b"HTTP/1.1 408 "), received
     assert b"server.body_timeout_s" in received
+
+
+def cut_counts(served: Served) -> dict[str, float]:
+    counts = {}
+    for line in httpx.get(f"{served.url}/metrics").text.splitlines():
+        if line.startswith("cuzk_http_connections_closed_total{"):
+            counts[line.split('"')[1]] = float(line.split()[-1])
+    return counts
+
+
+def test_cut_connections_are_counted_by_reason(tight: Served) -> None:
+    before = cut_counts(tight)
+    head = b"POST /v1/proofs HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n"
+    slow_body = threading.Thread(target=hold_until_closed, args=(tight, [head, b"{" * 100]))
+    slow_body.start()
+    hold_until_closed(tight, [])
+    slow_body.join(15)
+    after = cut_counts(tight)
+    assert after["header_timeout"] == before["header_timeout"] + 1, (before, after)
+    assert after["body_timeout"] == before["body_timeout"] + 1, (before, after)
+    assert after["too_many_connections"] == before["too_many_connections"]
 
 
 def test_idle_kept_alive_connection_is_closed_within_the_keepalive_bound(tight: Served) -> None:

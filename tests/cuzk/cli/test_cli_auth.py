@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import uvicorn
 
@@ -143,3 +144,41 @@ def test_print_config_redacts_the_token(
     assert main(["serve", "--print-config"]) == 0
     out = capsys.readouterr().out
     assert TOKEN not in out and json.loads(out)["server"]["auth_token"] == "<redacted>"
+
+
+@pytest.mark.slow
+def test_real_serve_with_a_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The console-script path: the start banner says a token is required, routes need it,
+    probes do not, and `cuzk status` sends it from the environment."""
+    from tests.cuzk.api.test_api_slow_clients import start_serve, stop
+
+    served = start_serve({"CUZK_SERVER_AUTH_TOKEN": TOKEN})
+    try:
+        banner = "".join(served.log)
+        assert "authentication: bearer token required on every route but /healthz" in banner
+        assert httpx.get(f"{served.url}/healthz").status_code == 200
+        refused = httpx.get(f"{served.url}/v1/status")
+        assert refused.status_code == 401 and "www-authenticate" in refused.headers
+        ok = httpx.get(f"{served.url}/v1/status", headers={"Authorization": f"Bearer {TOKEN}"})
+        assert ok.status_code == 200
+        monkeypatch.setenv("CUZK_AUTH_TOKEN", TOKEN)
+        assert main(["status", "--server", served.url, "--once"]) == 0
+    finally:
+        stop(served)
+
+
+def test_the_compose_stack_is_allowed_to_start() -> None:
+    """docker-compose.yml listens on 0.0.0.0 (published on loopback only): it must say
+    allow_unauthenticated explicitly, or `cuzk serve` would refuse to start in it."""
+    import yaml
+
+    from cuzk.config import load_config
+
+    root = Path(__file__).resolve().parents[3]
+    env = yaml.safe_load((root / "docker-compose.yml").read_text())["services"]["cuzk"][
+        "environment"
+    ]
+    cuzk_env = {k: str(v) for k, v in env.items() if k.startswith("CUZK_")}
+    config = load_config(None, env=cuzk_env, check_files=False)
+    assert not is_loopback(config.server.host)
+    assert check_exposure(config) is None  # allowed, explicitly

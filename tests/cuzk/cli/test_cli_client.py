@@ -175,9 +175,9 @@ def test_status_frame_shows_proving_workers_and_phases(
             g.release()
     lines = text.splitlines()
     workers = [line.split() for line in lines if line.lstrip().startswith("gpu-")]
-    assert [w[2] for w in workers] == ["proving", "proving"]
-    assert all(w[3] == job["id"] and w[4] == "porep-c2" for w in workers)  # in full
-    assert sorted(w[5] for w in workers) == ["0", "1"]
+    assert [w[3] for w in workers] == ["proving", "proving"]
+    assert all(w[1] == job["id"] and w[2] == "porep-c2" for w in workers)  # in full
+    assert sorted(w[4] for w in workers) == ["0", "1"]
     # Columns: synth queue, mem wait, synth, gpu queue, proving, finalize, total.
     row = next(line.split() for line in lines if line.lstrip().startswith("porep-c2"))
     assert row == ["porep-c2", "·", "·", "·", "1", "2", "·", "3"], row
@@ -188,14 +188,19 @@ def test_status_frame_shows_proving_workers_and_phases(
     assert job["id"] in jobs and "0/3" in jobs and "running" in jobs
 
 
-def test_status_busy_percent_from_two_snapshots() -> None:
-    worker = {"id": "gpu-0", "device": "cpu", "state": "proving", "busy_seconds": 3.0}
-    old = {"workers": [dict(worker, busy_seconds=2.0)]}
-    text = render_text({"workers": [worker]}, previous=(10.0, old), now=12.0)
+def test_status_busy_percent_from_two_snapshots(engine: Any) -> None:
+    snapshot = engine.status()
+    worker = dict(snapshot["workers"][0], busy_seconds=3.0)
+    old = dict(snapshot, workers=[dict(worker, busy_seconds=2.0)])
+    text = render_text(dict(snapshot, workers=[worker]), previous=(10.0, old), now=12.0)
     line = next(x for x in text.splitlines() if x.lstrip().startswith("gpu-0"))
     assert "50%" in line
-    # One snapshot and no uptime: busy % is unknown and shown as such, not invented.
-    text = render_text({"workers": [worker]})
+    # One snapshot: busy time over the engine's uptime.
+    text = render_text(dict(snapshot, workers=[worker], uptime_s=6.0))
+    line = next(x for x in text.splitlines() if x.lstrip().startswith("gpu-0"))
+    assert "50%" in line
+    # No uptime yet: busy % is unknown and shown as such, not invented.
+    text = render_text(dict(snapshot, workers=[worker], uptime_s=0.0))
     line = next(x for x in text.splitlines() if x.lstrip().startswith("gpu-0"))
     assert "%" not in line
 

@@ -120,7 +120,8 @@ def test_corrupt_key_exit_status_from_the_real_command(tmp_path: Path):
     bad = corrupt(ZKEY, tmp_path / "bad.zkey", 7)
     proc = subprocess.run(
         [sys.executable, "-m", "cuzk.cli.main", "prove", "--r1cs", str(R1CS), "--wasm",
-         str(WASM), "--zkey", str(bad), "--input", str(INPUT), "--out", str(tmp_path)],
+         str(WASM), "--zkey", str(bad), "--input", str(INPUT), "--backend", "cpu",
+         "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 2
@@ -168,6 +169,16 @@ def test_circuit_check_names_the_mismatch(bundled, capsys):
                  str(other)]) == 1  # fmt: skip
     err = _err_line(capsys)
     assert "do not belong together" in err and "is not a key for circuit" in err
+
+
+def test_circuit_check_names_a_wasm_of_another_circuit(capsys):
+    from cuzk.circuits.registry import bundled_circuits
+
+    other = bundled_circuits()["winning-post"].wasm_path
+    assert main(["circuit", "check", "--r1cs", str(R1CS), "--wasm", str(other), "--zkey",
+                 str(ZKEY)]) == 1  # fmt: skip
+    err = _err_line(capsys)
+    assert f"{other}: computes" in err and f"but {R1CS} has 6" in err
 
 
 def test_circuit_check_missing_file_is_usage(capsys, tmp_path: Path):
@@ -224,3 +235,21 @@ def test_prove_a_configured_kind(tmp_path: Path, capsys):
     capsys.readouterr()
     assert main(["prove", "nope", "--config", str(config), "--out", str(out)]) == 2
     assert "configured kinds:" in _err_line(capsys)
+
+
+def test_a_bn128_circuit_is_refused_saying_how_to_compile(tmp_path: Path, capsys):
+    """circom's default prime: the r1cs header's prime patched to bn128's."""
+    from cuzk.curves import BN128_SCALAR_PRIME
+
+    data = bytearray(R1CS.read_bytes())
+    r = (0x73EDA753299D7D483339D80809A1D80553BDA402FFFE5BFEFFFFFFFF00000001).to_bytes(32, "little")
+    at = bytes(data).index(r)
+    data[at : at + 32] = BN128_SCALAR_PRIME.to_bytes(32, "little")
+    bn = tmp_path / "bn.r1cs"
+    bn.write_bytes(bytes(data))
+    keys = tmp_path / "keys"
+    args = ["prove", "--r1cs", str(bn), "--wasm", str(WASM), "--keys-dir", str(keys)]
+    assert main([*args, "--input", str(INPUT), "--out", str(tmp_path)]) == 2
+    err = _err_line(capsys)
+    assert "compiled for bn128" in err and "--prime bls12381" in err
+    assert not keys.exists()

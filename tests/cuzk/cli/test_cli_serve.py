@@ -73,7 +73,8 @@ def test_serve_starts_on_embedded_defaults_and_stops_cleanly(
     """The real console-script path: engine, app and uvicorn; logs where it listens; a signal
     stops it with the engine shut down and exit status 0."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CUZK_", "OTEL_"))}
-    env |= {"CUZK_SERVER_LISTEN": "127.0.0.1:0", "CUZK_ENGINE_KEYS_DIR": str(tmp_path)}
+    env |= {"CUZK_SERVER_LISTEN": "127.0.0.1:0", "CUZK_ENGINE_KEYS_DIR": str(tmp_path),
+            "CUZK_JOURNAL_PATH": str(tmp_path / "journal.sqlite3")}
     proc = subprocess.Popen(
         [sys.executable, "-m", "cuzk.cli.main", "serve"],
         stdout=subprocess.PIPE,

@@ -116,3 +116,28 @@ def test_critical_job_overtakes_a_running_porep_backlog(engines):
     assert done_porep < 10, "winning-post waited for the whole porep backlog"
     assert engine.wait(porep.id, BOUND_S).state == "succeeded"
     assert wait_until(engine.quiescent, 5)
+
+
+def test_two_kinds_never_wait_on_each_other_on_a_device():
+    """GPU backend: both keys resident on the device leave no room for either kind's GPU
+    working set. A grant only pins a key when the pinned keys plus the largest working set
+    still fit the device, so the kinds take turns instead of waiting on each other."""
+    kinds = {
+        "a": ScriptedKind(host_bytes=100, device_bytes=400, estimate=PartitionMemory(50, 10, 300)),
+        "b": ScriptedKind(host_bytes=100, device_bytes=400, estimate=PartitionMemory(50, 10, 300)),
+    }
+    prover = ScriptedProver(kinds, devices=("cuda:0",), name="cuda", device_memory=10_000)
+    engine, prover, _ = make_test_engine(
+        {"a": (3, "normal"), "b": (3, "normal")}, prover, memory_budget_bytes=100_000,
+        device_memory_budget_bytes=1_000, synthesis_threads=2)
+    engine.start()
+    try:
+        jobs = [engine.submit(k, [{"tag": f"{k}{i}"} for i in range(3)]) for k in ("a", "b")]
+        for job in jobs:
+            assert engine.wait(job.id, BOUND_S).state == "succeeded", job.state
+        assert wait_until(engine.quiescent, 5)
+        device = engine.device_budgets["cuda:0"]
+        assert device.reserved <= 1_000 and device.waiters == 0
+        assert prover.misuse == []
+    finally:
+        engine.shutdown(5)

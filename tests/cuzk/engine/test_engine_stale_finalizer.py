@@ -1,4 +1,4 @@
-"""Regression test for the upstream stale-finalizer race (design.md section 2)."""
+"""Regression test for the upstream stale-finalizer race (docs/design.md section 2)."""
 
 from __future__ import annotations
 

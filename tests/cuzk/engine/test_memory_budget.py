@@ -1,4 +1,4 @@
-"""The unified memory budget (design.md section 3) and key eviction through it."""
+"""The unified memory budget (docs/design.md section 3) and key eviction through it."""
 
 from __future__ import annotations
 

@@ -71,7 +71,9 @@ def test_unknown_prime(tmp_path: Path) -> None:
     bn254_r = 21888242871839275222246405745257275088548364400416034343698204186575808495617
     p = _patched(tmp_path, _section_offset(1) + 4, bn254_r.to_bytes(32, "little"))
     with pytest.raises(
-        FormatError, match=r"bad\.r1cs: prime 0x30644e.* is not the scalar field of a known curve"
+        FormatError,
+        match=r"bad\.r1cs: compiled for bn128 \(circom's default prime\), but cuzk proves on"
+        r" bls12381 only: compile with --prime bls12381",
     ):
         read_r1cs(p)
 

@@ -30,8 +30,10 @@ def test_snarkjs_verifies_our_proof(kind, bundled, snarkjs, tmp_path: Path):
         "groth16", "verify", tmp_path / "vk.json", tmp_path / "public.json", tmp_path / "proof.json"
     )
     assert "OK" in out
-    # And the verification key as we export it.
-    (tmp_path / "our_vk.json").write_text(json.dumps(b.key.verification_key.to_json()))
+    # And the verification key as we export it: snarkjs's, key for key (vk_alphabeta_12 too).
+    ours = b.key.verification_key.to_json()
+    assert ours == json.loads((tmp_path / "vk.json").read_text())
+    (tmp_path / "our_vk.json").write_text(json.dumps(ours))
     out = snarkjs(
         "groth16",
         "verify",

@@ -28,6 +28,8 @@ CONTRACT = {
     "cuzk_memory_evicted_bytes": ("counter", set()),
     "cuzk_proving_key_resident_bytes": ("gauge", {"proof_kind", "location"}),
     "cuzk_build_info": ("gauge", {"version", "backend"}),
+    "cuzk_jobs_recovered": ("counter", {"proof_kind", "outcome"}),
+    "cuzk_journal_write_seconds": ("histogram", set()),
 }
 HIST_EXTRA = {"le"}
 KINDS = {"winning-post": (1, "critical"), "snap-update": (4, "normal")}

@@ -1,4 +1,4 @@
-"""Span tree through the real engine with the in-memory exporter (design.md section 5)."""
+"""Span tree through the real engine with the in-memory exporter (docs/design.md section 5)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,36 @@
+"""`cuzk bench durability` end to end at its smallest: it kills, restarts, counts and prints."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cuzk.cli.main import main
+from tests.cuzk.cli._durability import KEYS_DIR
+
+pytestmark = pytest.mark.slow
+
+
+def test_bench_durability_prints_its_figures(
+    tmp_path: Path, bundled: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for kind in ("winning-post", "window-post"):
+        bundled(kind)
+    out = tmp_path / "figures.json"
+    code = main(["bench", "durability", "--cycles", "1", "--jobs", "2", "--cost-jobs", "2",
+                 "--cost-repeats", "1", "--keys-dir", str(KEYS_DIR), "--json", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    for figure in ("jobs accepted", "jobs lost (must be 0)", "partitions proven twice",
+                   "recovery to /readyz 200, mean", "journal cost (median of pairs)"):
+        assert figure in printed
+    figures = json.loads(out.read_text())
+    kills = figures["kill_cycles"]
+    assert (kills["cycles"], kills["jobs_accepted"], kills["lost"], kills["proven_twice"]) == (
+        1, 2, 0, 0)
+    assert 0 < kills["recovery_s_mean"] <= kills["recovery_s_max"]
+    cost = figures["journal_cost"]
+    assert cost["journal_writes"] > 0 and cost["jobs_per_s_on_median"] > 0

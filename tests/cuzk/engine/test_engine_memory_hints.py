@@ -1,0 +1,34 @@
+"""RealProver's memory hints: exact before loading, and never the cause of a key generation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cuzk.circuits.registry import bundled_circuits
+from cuzk.engine.real_prover import RealProver
+from cuzk.engine.settings import EngineSettings, default_proof_kinds
+from cuzk.prover.keystore import ensure_zkey
+from tests.conftest import KEYS_DIR
+
+
+def _prover(keys_dir: Path) -> RealProver:
+    return RealProver(EngineSettings(backend="cpu", proof_kinds=default_proof_kinds(),
+                                     keys_dir=keys_dir))
+
+
+def test_partition_hint_from_the_zkey_header_equals_what_loading_reports():
+    kind = "winning-post"
+    ensure_zkey(kind, Path(bundled_circuits()[kind].r1cs_path), KEYS_DIR)
+    prover = _prover(KEYS_DIR)
+    hint = prover.partition_memory_hint(kind)
+    handle = prover.load_key(kind)
+    assert hint == handle.estimate
+    assert 0 < prover.key_bytes_hint(kind) <= handle.host_bytes
+
+
+def test_hints_never_generate_a_missing_development_key(tmp_path: Path):
+    """Submit asks for hints; generating a key there would block it for up to a minute."""
+    prover = _prover(tmp_path)
+    assert prover.key_bytes_hint("porep-c2") == 0
+    assert prover.partition_memory_hint("porep-c2") is None
+    assert list(tmp_path.iterdir()) == []
