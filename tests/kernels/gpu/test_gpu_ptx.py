@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -55,11 +56,18 @@ def bundle(tmp_path_factory) -> tuple[Path, dict]:
         return out, json.loads((out / "manifest.json").read_text())
     out = tmp_path_factory.mktemp("kernels") / "gpu-kernels"
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    proc = subprocess.run([sys.executable, "scripts/build_gpu_kernels.py", "--jobs", "2", str(out)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500,
-                          check=False)
-    assert proc.returncode == 0, f"kernel build failed:\n{proc.stdout}\n{proc.stderr}"
-    print(proc.stdout)
+    # Its own process group: on a timeout the compile workers go too, not only their parent.
+    proc = subprocess.Popen([sys.executable, "scripts/build_gpu_kernels.py", "--jobs", "2",
+                             str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=1500)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    assert proc.returncode == 0, f"kernel build failed:\n{stdout}\n{stderr}"
+    print(stdout)
     return out, json.loads((out / "manifest.json").read_text())
 
 
