@@ -2,7 +2,7 @@
 # (docker-compose.yml reserves one), the CPU backend otherwise.
 #
 #   docker build -t cuzk:0.1.0 .
-#   docker run --gpus all -p 127.0.0.1:9820:9820 cuzk:0.1.0
+#   docker run --gpus all -p 127.0.0.1:9820:9820 -v cuzk-data:/var/lib/cuzk cuzk:0.1.0
 #
 # The CUDA devel image carries NVRTC and libNVVM, which the GPU kernels compile against at run
 # time; the NVIDIA driver comes from the host through the NVIDIA container toolkit.
@@ -26,20 +26,29 @@ COPY cuzk ./cuzk
 COPY kernels ./kernels
 RUN pip install ".[gpu]" && rm -rf /src
 
-# Proving keys generated on first use are cached under the home directory (a volume in compose).
-RUN useradd --system --create-home --home-dir /var/lib/cuzk --shell /usr/sbin/nologin cuzk
+# The engine's state lives under its home, /var/lib/cuzk (one volume in compose): proving keys
+# generated on first use in keys/, the job journal in state/. Both are created here, owned by
+# the cuzk user, so that a fresh named volume mounted over /var/lib/cuzk (which Docker fills
+# from the image, ownership included) is writable by the engine.
+RUN useradd --system --create-home --home-dir /var/lib/cuzk --shell /usr/sbin/nologin cuzk \
+    && install -d -o cuzk -g cuzk -m 0750 /var/lib/cuzk/keys /var/lib/cuzk/state
+COPY --chmod=0755 deploy/docker/entrypoint.sh /usr/local/bin/cuzk-entrypoint
 USER cuzk
 WORKDIR /var/lib/cuzk
 
 # Listening on every interface, the server refuses to start without a bearer token
 # (CUZK_SERVER_AUTH_TOKEN or CUZK_SERVER_AUTH_TOKEN_FILE, e.g. a mounted secret) unless
 # CUZK_SERVER_ALLOW_UNAUTHENTICATED=true says the network in front is trusted.
-ENV CUZK_SERVER_LISTEN=0.0.0.0:9820 \
+ENV HOME=/var/lib/cuzk \
+    XDG_STATE_HOME=/var/lib/cuzk/state \
+    CUZK_SERVER_LISTEN=0.0.0.0:9820 \
     CUZK_ENGINE_KEYS_DIR=/var/lib/cuzk/keys
 
+VOLUME ["/var/lib/cuzk"]
 EXPOSE 9820
-HEALTHCHECK --interval=15s --timeout=5s --start-period=60s \
-    CMD curl -fsS http://127.0.0.1:9820/healthz || exit 1
+# Ready, not merely alive: 503 while starting and while draining on SIGTERM.
+HEALTHCHECK --interval=15s --timeout=5s --start-period=120s --retries=3 \
+    CMD curl -fsS http://127.0.0.1:9820/readyz || exit 1
 
-ENTRYPOINT ["cuzk"]
+ENTRYPOINT ["/usr/local/bin/cuzk-entrypoint"]
 CMD ["serve"]

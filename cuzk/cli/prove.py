@@ -80,6 +80,7 @@ def _run(args: argparse.Namespace) -> int:
     # 1. Everything about the arguments, cheap and before anything long.
     c = pick(args, need_wasm=args.wtns is None)
     inputs: dict = {}
+    witness_file = None
     if args.wtns is not None:
         if not args.wtns.is_file():
             raise UsageError(f"--wtns {args.wtns}: no such file")
@@ -98,11 +99,14 @@ def _run(args: argparse.Namespace) -> int:
             raise UsageError(f"{input_path}: expected one JSON object of signal names to values")
     backend = _backend(args.backend)
     circuit = Circuit.load(c.r1cs, c.wasm if args.wtns is None else None, c.name)
-    witness = circuit.check_witness(witness_file, args.wtns) if args.wtns is not None else None
+    witness = None if witness_file is None else circuit.check_witness(witness_file, args.wtns)
 
     # 2. The long work: a development key if none is given, loading and checking the key.
-    with stage_progress("keygen") as tick:
-        zkey = zkey_for(c, tick)
+    if c.zkey is not None:
+        zkey = c.zkey
+    else:
+        with stage_progress("keygen") as tick:
+            zkey = zkey_for(c, tick)
     key = ProvingKey.load(zkey)
     circuit.check_key(key)
     proof, times = prove_timed(key, circuit, inputs, backend, witness=witness)

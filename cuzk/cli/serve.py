@@ -98,7 +98,8 @@ def check_configured_keys(engine: Any, config: Config) -> None:
             engine.preload(name)
         except CuzkError as e:
             text = str(e)
-            raise BrokenKey(text if name in text else f"proof kind {name}: {text}") from None
+            prefix = f"proof kind {name}: "
+            raise BrokenKey(text if text.startswith(prefix) else prefix + text) from None
 
 
 def is_loopback(host: str) -> bool:

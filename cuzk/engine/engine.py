@@ -15,6 +15,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from opentelemetry import trace
@@ -680,22 +681,23 @@ class Engine:
             version=__version__,
             backend=self.prover.name,
             paused=paused,
-            queues={
+            queues=MappingProxyType({
                 "pending": len(self.pipeline.pending),
                 "gpu": len(self.pipeline.gpu_queue),
                 "finalize": len(self.pipeline.fin_queue),
-            },
+            }),
             workers=workers,
             jobs=tuple(views),
-            partition_phases=phases,
-            jobs_queued=queued,
+            partition_phases=MappingProxyType(phases),
+            jobs_queued=MappingProxyType(queued),
             memory=host,
-            device_memory={d: _read_budget(b)[0] for d, b in self.device_budgets.items()},
+            device_memory=MappingProxyType(
+                {d: _read_budget(b)[0] for d, b in self.device_budgets.items()}),
             keys=tuple(keys),
-            jobs_submitted=self.counters.get("jobs_submitted"),  # type: ignore[arg-type]
-            jobs_completed=self.counters.get("jobs_completed"),  # type: ignore[arg-type]
-            jobs_recovered=self.counters.get("jobs_recovered"),  # type: ignore[arg-type]
-            worker_partitions=self.counters.get("worker_partitions"),  # type: ignore[arg-type]
+            jobs_submitted=_frozen(self.counters.get("jobs_submitted")),
+            jobs_completed=_frozen(self.counters.get("jobs_completed")),
+            jobs_recovered=_frozen(self.counters.get("jobs_recovered")),
+            worker_partitions=_frozen(self.counters.get("worker_partitions")),
             spans_open=len(self.spans.open_spans()),
         )
 
@@ -711,6 +713,11 @@ class Engine:
         if any(w.busy for w in self.pipeline.workers):
             return False
         return all(r.consumer == "proving_key" for r in self.host_budget.live())
+
+
+def _frozen(table: Mapping[Any, int]) -> Mapping[Any, int]:
+    """A read-only view of a fresh copy (a snapshot never changes after it is taken)."""
+    return MappingProxyType(dict(table))
 
 
 def _read_budget(budget: MemoryBudget) -> tuple[BudgetView, set[int]]:
@@ -731,7 +738,7 @@ def _read_budget(budget: MemoryBudget) -> tuple[BudgetView, set[int]]:
         name=snap["name"],
         budget_bytes=snap["budget_bytes"],
         reserved_bytes=snap["reserved_bytes"],
-        reserved_by_consumer=snap["reserved_by_consumer"],
+        reserved_by_consumer=MappingProxyType(dict(snap["reserved_by_consumer"])),
         waiters=tuple(waiters),
         evictions=snap["evictions"],
         evicted_bytes=snap["evicted_bytes"],

@@ -89,6 +89,11 @@ def _probe() -> tuple[int, str | None]:
         return 0, "NUMBA_ENABLE_CUDASIM=1 selects the numba CUDA simulator"
     try:
         import cupy
+    except ModuleNotFoundError as exc:
+        # Expected on a CPU-only host: said at INFO so every CPU command's stderr stays clean,
+        # unless a GPU is required (the device check), where it is the failure's cause.
+        return _unusable(f"CuPy is not installed ({exc})",
+                         logging.WARNING if gpu_required() else logging.INFO)
     except Exception as exc:
         return _unusable(f"CuPy cannot be imported ({type(exc).__name__}: {exc})")
     try:
@@ -108,8 +113,8 @@ def _probe() -> tuple[int, str | None]:
     return count, None
 
 
-def _unusable(reason: str) -> tuple[int, str]:
-    _log.warning("CUDA backend unusable: %s", reason)
+def _unusable(reason: str, level: int = logging.WARNING) -> tuple[int, str]:
+    _log.log(level, "CUDA backend unusable: %s", reason)
     return 0, reason
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +18,8 @@ from pathlib import Path
 from cuzk.formats import r1cs as r1cs_format
 from cuzk.formats import zkey as zkey_format
 from cuzk.prover.keygen import Progress, setup
+
+log = logging.getLogger(__name__)
 
 DEFAULT_KEYS_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "cuzk" / "keys"
 
@@ -75,14 +78,16 @@ def ensure_zkey(
     path = cached_zkey_path(proof_kind, r1cs_path, keys_dir)
     directory = path.parent
     directory.mkdir(parents=True, exist_ok=True)
-    if path.exists() and vk_path_for(path).exists():
-        return path
-    with open(directory / f".{path.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not path.exists():
-            generate_zkey(r1cs_path, path, progress)
-        elif not vk_path_for(path).exists():  # a key cached before keys came with their vk
-            write_verification_key(path)
+    if not path.exists():
+        with open(directory / f".{path.name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not path.exists():
+                generate_zkey(r1cs_path, path, progress)
+    if not vk_path_for(path).exists():  # a key cached before keys came with their vk
+        try:
+            write_verification_key(path)  # atomic (temp name, rename): no lock needed
+        except OSError as e:  # a read-only cache still proves; only the vk file is missing
+            log.warning("cannot write the verification key of %s: %s", path, e)
     return path
 
 

@@ -57,8 +57,8 @@ class VerificationKey:
         """snarkjs's layout, key for key what ``snarkjs zkey export verificationkey`` writes.
 
         ``vk_alphabeta_12`` (e(alpha, beta), which snarkjs's own verifier does not read but
-        Solidity and other verifiers precompute from) costs a pairing in pure Python (about
-        half a second); ``alphabeta=False`` leaves it out.
+        Solidity and other verifiers precompute from) costs one pairing; ``alphabeta=False``
+        leaves it out.
         """
         c = self.curve
         out = {
@@ -71,35 +71,30 @@ class VerificationKey:
             "vk_delta_2": g2_to_json(c, self.delta2),
         }
         if alphabeta:
-            out["vk_alphabeta_12"] = alphabeta_12(c, out["vk_alpha_1"], out["vk_beta_2"])
+            out["vk_alphabeta_12"] = alphabeta_12(c, self.alpha1, self.beta2)
         out["IC"] = [g1_to_json(c, p) for p in self.ic]
         return out
 
 
-def alphabeta_12(curve: Curve, alpha1: list[str], beta2: list[list[str]]) -> list:
+def alphabeta_12(curve: Curve, alpha1: G1Point, beta2: G2Point) -> list:
     """e(alpha1, beta2) in snarkjs's ``Gt.toObject`` form: [[c0.c0, c0.c1, c0.c2], [c1.c0, ...]],
     each an Fq2 pair of decimal strings, over the tower Fq2[v]/(v^3 - (1+u)), Fq6[w]/(w^2 - v).
 
-    arkworks exposes no Gt coordinates, so the pairing is py_ecc's. py_ecc holds Fq12 in the flat
-    basis w^0..w^11 with w^6 = 1 + u; a tower coefficient (a + b u) of w^k is a w^k + b (w^6 - 1)
-    w^k, so a = f[k] + f[k+6] and b = f[k+6]. ffjavascript's final exponentiation (as snarkjs
-    computes it) yields the reduced pairing to the power -3, checked against snarkjs's export in
-    tests/interop.
+    arkworks's pairing is the same reduced pairing snarkjs computes, and its canonical
+    serialization of a Gt element (what ``str()`` prints as hex) is the twelve Fq coefficients
+    in exactly that tower order, each 48 bytes little-endian; tests/cuzk/prover/test_groth16.py
+    checks the result against ``snarkjs zkey export verificationkey``.
     """
     if curve.name != "bls12381":
         raise ValueError(f"vk_alphabeta_12 is implemented for bls12381 only, not {curve.name}")
-    from py_ecc.optimized_bls12_381 import FQ, FQ2, pairing
-
-    ax, ay = (int(v) for v in alpha1[:2])
-    (bx0, bx1), (by0, by1) = ((int(v) for v in pair) for pair in beta2[:2])
-    if alpha1[2] == "0" or beta2[2] == ["0", "0"]:
+    if alpha1 == G1Point.identity() or beta2 == G2Point.identity():
         raise ValueError("vk_alphabeta_12: alpha1 or beta2 is the point at infinity")
-    e = pairing((FQ2([bx0, bx1]), FQ2([by0, by1]), FQ2([1, 0])), (FQ(ax), FQ(ay), FQ(1)))
-    f = [int(x) for x in (e**3).inv().coeffs]
-    q = curve.q
-    return [
-        [[str((f[k] + f[k + 6]) % q), str(f[k + 6])] for k in (i, i + 2, i + 4)] for i in (0, 1)
-    ]
+    raw = bytes.fromhex(str(GT.pairing(alpha1, beta2)))
+    if len(raw) != 12 * curve.n8q:
+        raise ValueError(f"vk_alphabeta_12: unexpected Gt encoding of {len(raw)} bytes")
+    n8 = curve.n8q
+    f = [str(int.from_bytes(raw[i : i + n8], "little")) for i in range(0, len(raw), n8)]
+    return [[[f[k], f[k + 1]] for k in (i, i + 2, i + 4)] for i in (0, 6)]
 
 
 def verify(vk: VerificationKey, proof: dict, public: list) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.openmetrics import exposition as openmetrics
@@ -160,6 +160,8 @@ class EngineMetrics:
     def __init__(self, engine: Engine, nvml: bool = True) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(EngineCollector(engine))
+        # RSS (against the memory budget) and start time (restarts) of the serving process.
+        ProcessCollector(registry=self.registry)
         self.job_duration = Histogram(
             "cuzk_job_duration_seconds", "Job latency from submit to its outcome",
             ["proof_kind", "status"], buckets=JOB_BUCKETS, registry=self.registry)

@@ -224,11 +224,17 @@ def _build(t: Target) -> types.SimpleNamespace:
     negate = jit(negate)
     _mdbl = jit(_mdbl)
     dbl_fixed = jit(dbl_fixed)
-    add_affine = jit(add_affine)
+    # Inlined into the accumulation and reduction loops, so their accumulator stays in registers
+    # (a called function takes it by pointer, which puts it on the stack). The bucket-segment
+    # kernel keeps the called add_xyzz: three inlined copies plus mul_small cost far more NVVM
+    # time than that kernel's share of an MSM is worth.
+    add_affine = t.inline(add_affine)
+    add_xyzz_inline = t.inline(add_xyzz)
     add_xyzz = jit(add_xyzz)
     mul_small = jit(mul_small)
     ns.__dict__.update(set_inf=set_inf, is_inf=is_inf, copy=copy_pt, negate=negate,
                        dbl=dbl_fixed, add_affine=add_affine, add_xyzz=add_xyzz,
+                       add_xyzz_inline=add_xyzz_inline,
                        mul_small=mul_small, set_zero=set_zero)
     return ns
 

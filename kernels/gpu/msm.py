@@ -114,6 +114,7 @@ def _build(tg: Target) -> types.SimpleNamespace:
     copy_pt = g1.copy
     add_affine = g1.add_affine
     add_xyzz = g1.add_xyzz
+    add_xyzz_inline = g1.add_xyzz_inline
     mul_small = g1.mul_small
 
     def digits_body(i, scalars, c, nwin, m, out):
@@ -161,7 +162,7 @@ def _build(tg: Target) -> types.SimpleNamespace:
         acc = dev.local.array(XYZZ_WORDS, np.uint32)
         set_inf(acc)
         for e in range(lo[j], hi[j]):
-            add_xyzz(acc, src[e])
+            add_xyzz_inline(acc, src[e])
         copy_pt(out[j], acc)
 
     def window_segment_body(j, buckets, nb, seg, out):

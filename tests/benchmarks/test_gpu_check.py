@@ -131,3 +131,15 @@ def test_engine_section_runs_one_and_two_workers(check):
     assert res["workers_1"]["failed"] == 0 and res["workers_2"]["failed"] == 0
     assert res["workers_1"]["jobs_per_s"] > 0 and res["workers_2"]["min_busy_fraction"] >= 0
     assert not [p for p in check.problems({"engine": res}) if p.startswith("engine")]
+
+
+def test_the_device_command_refuses_to_run_without_the_kernel_bundle(tmp_path):
+    """gpu_check.sh compiles nothing: without the carried bundle it stops at once, loudly."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "CUZK_GPU_KERNELS": str(tmp_path / "no-bundle")}
+    proc = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_check.sh"), str(tmp_path)],
+                          env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 1
+    assert "no kernel bundle" in proc.stdout and "build_gpu_kernels.py" in proc.stdout

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +28,11 @@ NVML_METRICS = {"cuzk_device_memory_used_bytes", "cuzk_device_utilization_ratio"
 # Per-device budget metrics: exposed only where a GPU backend keeps device budgets.
 DEVICE_BUDGET_METRICS = {"cuzk_device_memory_budget_bytes", "cuzk_device_memory_reserved_bytes"}
 DEVICE_ONLY_METRICS = NVML_METRICS | DEVICE_BUDGET_METRICS
+# The monitoring stack's own metrics (Prometheus, Alertmanager, OpenTelemetry Collector).
+STACK_METRIC_PREFIXES = ("prometheus_", "alertmanager_", "otelcol_")
+# Engine metrics the rules and dashboards use that this engine does not export yet, with why.
+# The e2e test skips their queries by name while they are absent and checks them once they are.
+PENDING_ENGINE_METRICS: dict[str, str] = {}
 
 
 def require_tool(name: str) -> str:
@@ -115,3 +121,10 @@ def nvml_metric_names() -> set[str]:
     """Metric names the engine's NVML collector declares (read from its source)."""
     src = (ROOT / "cuzk" / "telemetry" / "nvml.py").read_text()
     return set(re.findall(r'"(cuzk_device_[a-z_]+)"', src))
+
+
+def free_port() -> int:
+    """A free TCP port on the loopback interface."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

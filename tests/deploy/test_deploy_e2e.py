@@ -1,24 +1,52 @@
-"""End to end: a real engine and a real Prometheus with the shipped rules and dashboards.
+"""End to end: a real engine, a real Prometheus and a real Alertmanager with the shipped config.
 
-`cuzk serve` (CPU backend) and `prometheus` run on random loopback ports; Prometheus scrapes the
-engine every second with the shipped rule files. Against that Prometheus the test checks:
+`cuzk serve` (CPU backend), `prometheus` and `prometheus-alertmanager` run on random loopback
+ports; Prometheus scrapes the engine, Alertmanager and itself every second, evaluates the
+shipped rule files every second and sends alerts to Alertmanager (null receiver). Phases:
 
-1. under a normal workload of real proofs (winning-post, window-post) the idle alert is never
-   pending or firing;
-2. with the GPU workers paused (POST /v1/workers/pause) and jobs queued, the idle alert becomes
-   pending/firing, and it clears once the workers resume;
-3. every PromQL expression of every dashboard panel and every recording rule returns data
-   (template variables substituted as Grafana would: $__rate_interval -> 4s, the four-scrape
-   minimum at a 1 s scrape; $instance -> the engine's instance, regex-escaped; multi-value
-   variables -> their All value ".*"); the NVML device panels are exempt only when the engine
-   runs the CPU backend, where those series do not exist by design;
-4. /api/v1/query_exemplars returns exemplars for both latency histograms, and their trace ids
-   are those of the jobs the test submitted (so the scrape used OpenMetrics).
+1. Bursty normal load of real proofs (two bursts of winning-post and window-post jobs with an
+   idle gap, one cancelled job, and one job of a proof kind whose key file was replaced by
+   another circuit's after the engine checked it at start, which fails). The GPU queue must
+   hold work for at least half of the idle alert's window at some point
+   (`instance:cuzk_gpu_queue_nonempty:ratio5m >= 0.5`) and workers must be both busy and idle
+   in the phase; the idle alert must never be pending or firing.
+2. GPU workers paused with jobs queued: the idle condition itself becomes true (busy < 5%
+   while the queue holds work), yet the idle alert stays inactive because the pause suppresses
+   it, and CuzkGpuWorkersPausedWithQueuedWork becomes active instead. (An engine that does not
+   export cuzk_gpu_workers_paused cannot tell a pause from a wedge; there the idle alert must
+   become active instead.)
+3. The engine is stopped (SIGTERM, drained) with jobs queued: CuzkTargetDown fires. It is
+   started again on the same port and journal with a 14 MiB memory budget: it recovers the
+   journaled jobs, proves them and a burst of new ones with memory waits and proving-key
+   evictions, and the restart shows in instance:cuzk_engine_restarts:changes1h.
+4. Every PromQL query of every dashboard (panels, template variables, alert annotations)
+   returns at least one non-zero sample over the run, and every recording rule returns data.
+   Skipped by name, with the reason: panels on NVML/device-budget metrics on the CPU backend,
+   the collector's panels (no OpenTelemetry Collector here), the Jaeger traces panel (no
+   Jaeger here), and queries on engine metrics named in docs/design.md section 5 that this engine
+   does not export yet (tests/deploy/_deploy_util.py: PENDING_ENGINE_METRICS). Metric names
+   of Prometheus and Alertmanager used by rules and dashboards exist in their /metrics.
+   Exemplars of both latency histograms carry the trace ids of submitted jobs. No rule failed
+   to evaluate and no unexpected alert was ever active.
 
-Time compression, in the test's copy of the alert rules only: every duration in `for:` and in
-range selectors is divided by 30 (5m -> 10s, 15m -> 30s), so an alert that needs 5 minutes of
-evidence in production needs 10 seconds here. The expressions, labels and thresholds are the
-shipped ones; the production durations are covered by the promtool unit tests.
+Time compression, in the test's copies of the rule files only: every duration in `for:`, in
+range selectors, subqueries and `offset` is divided by 30 (5m -> 10s, 15m -> 30s), so an alert
+that needs 5 minutes of evidence in production needs 10 seconds here. Expressions, labels and
+thresholds are the shipped ones; the production durations are covered by the promtool tests.
+
+The idle assertion can fail. Run with CUZK_E2E_IDLE_MUTATION=gauge to replace the busy-seconds
+counter by the sampled gauge (cuzk_gpu_worker_busy) in the rules the test loads, as the old
+rule's reviewer did:
+
+    CUZK_E2E_IDLE_MUTATION=gauge pytest tests/deploy/test_deploy_e2e.py -k end_to_end
+
+and phase 1 fails (run on 2026-11-30): "CuzkGpuWorkerIdleWithQueuedWork was active under normal
+load: {'CuzkGpuWorkerIdleWithQueuedWork': {'firing', 'pending'}}" (a worker proving back to back
+holds the gauge at 1, so the mutated busy ratio reads 0 while the queue holds work). Without
+the mutation it passes. CUZK_E2E_IDLE_MUTATION=gauge_avg (avg_over_time of the gauge instead)
+passes too: sampled every second, the gauge's average is an unbiased estimate of the busy share;
+it goes wrong with 15 s scrapes and bursts shorter than a scrape, which the promtool case
+"worker busy in bursts between scrapes is not idle" covers.
 """
 
 from __future__ import annotations
@@ -27,11 +55,12 @@ import json
 import math
 import os
 import re
+import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -40,10 +69,15 @@ import pytest
 import yaml
 
 from tests.deploy._deploy_util import (
+    DEPLOY,
     DEVICE_ONLY_METRICS,
+    PENDING_ENGINE_METRICS,
     ROOT,
     RULES_DIR,
+    alert_rules,
     dashboards,
+    exposition_names,
+    free_port,
     panel_queries,
     promql_metrics,
     recording_rules,
@@ -52,16 +86,29 @@ from tests.deploy._deploy_util import (
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-IDLE = "CuzkGpuWorkersIdleWithQueuedWork"
+IDLE = "CuzkGpuWorkerIdleWithQueuedWork"
+PAUSED = "CuzkGpuWorkersPausedWithQueuedWork"
 KINDS = ("winning-post", "window-post")
+BROKEN_KIND = "mismatched-key"
 SCALE = 30
-DEADLINE_S = 170  # the whole test stays under 3 minutes
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+DEADLINE_S = 200  # the whole test stays well under 4 minutes on 2 busy cores
+STARVED_BUDGET = "14MiB"
+STATUS_LABEL = "cuzk_job_duration_seconds{status}"
+MUTATION = os.environ.get("CUZK_E2E_IDLE_MUTATION", "")
+# Alerts that must never be active in this run (pending included).
+NEVER = {IDLE, "CuzkGpuWorkerStuck", "CuzkJobsStuck", "CuzkMetricsMissing", "CuzkTargetAbsent",
+         "CuzkTargetVanished", "CuzkRuleEvaluationFailures", "CuzkAlertNotificationsFailing",
+         "CuzkMonitoringTargetDown", "CuzkDeviceLost", "CuzkEngineRestarting"}
+GPU_ONLY_PANELS = {
+    "Device memory used": "NVML memory of a CUDA device",
+    "Device utilization": "NVML utilisation of a CUDA device",
+    "Device memory budget": "per-device budgets exist only with the CUDA backend",
+    "Device memory used against the budget": "NVML and per-device budgets: CUDA only",
+}
+COLLECTOR_PANELS = {
+    "Spans through the collector": "no OpenTelemetry Collector in this test",
+    "Collector export queue": "no OpenTelemetry Collector in this test",
+}
 
 
 def _compress(duration: str) -> str:
@@ -71,27 +118,38 @@ def _compress(duration: str) -> str:
     return f"{max(1, round(total / SCALE))}s"
 
 
-def compressed_rules(text: str) -> str:
-    """The alert rule file with every for: and range duration divided by SCALE."""
+def compressed_rules(text: str, mutation: str = "") -> str:
+    """A rule file with every for:, range, subquery and offset duration divided by SCALE."""
     doc = yaml.safe_load(text)
     for group in doc["groups"]:
         for rule in group["rules"]:
-            if "alert" not in rule:
-                continue
             if "for" in rule:
                 rule["for"] = _compress(rule["for"])
-            rule["expr"] = re.sub(r"\[(\w+)\]", lambda m: f"[{_compress(m.group(1))}]",
-                                  rule["expr"])
+            expr = re.sub(r"\[(\w+)(:\w*)?\]",
+                          lambda m: f"[{_compress(m.group(1))}{m.group(2) or ''}]", rule["expr"])
+            expr = re.sub(r"\boffset (\w+)", lambda m: f"offset {_compress(m.group(1))}", expr)
+            if mutation == "gauge":
+                expr = expr.replace("cuzk_gpu_worker_busy_seconds_total", "cuzk_gpu_worker_busy")
+            elif mutation == "gauge_avg":
+                expr = re.sub(r"rate\(cuzk_gpu_worker_busy_seconds_total(\{[^}]*\})",
+                              r"avg_over_time(cuzk_gpu_worker_busy\1", expr)
+            rule["expr"] = expr
     return yaml.safe_dump(doc, sort_keys=False)
 
 
 def test_compressed_rules_keep_expressions():
-    text = (RULES_DIR / "cuzk-alerts.yml").read_text()
-    out = yaml.safe_load(compressed_rules(text))
-    rules = {r["alert"]: r for g in out["groups"] for r in g["rules"]}
+    alerts = yaml.safe_load(compressed_rules((RULES_DIR / "cuzk-alerts.yml").read_text()))
+    rules = {r["alert"]: r for g in alerts["groups"] for r in g["rules"]}
     assert rules[IDLE]["for"] == "10s"
-    assert "[10s]" in rules[IDLE]["expr"] and "[5m]" not in rules[IDLE]["expr"]
-    assert rules["CuzkJobsStuck"]["for"] == "30s"
+    assert rules["CuzkJobsStuck"]["for"] == "10s" and "offset 30s" in rules["CuzkJobsStuck"][
+        "expr"]
+    assert "[720s]" in rules["CuzkTargetVanished"]["expr"]
+    rec = yaml.safe_load(compressed_rules((RULES_DIR / "cuzk-recording.yml").read_text()))
+    exprs = {r["record"]: r["expr"] for g in rec["groups"] for r in g["rules"]}
+    assert "[10s]" in exprs["instance_worker:cuzk_gpu_worker_busy:ratio_rate5m"]
+    assert "[720s]" in exprs["instance_proof_kind:cuzk_partition_proving_seconds:p99_rate6h"]
+    mutated = compressed_rules((RULES_DIR / "cuzk-recording.yml").read_text(), "gauge")
+    assert "rate(cuzk_gpu_worker_busy{" in mutated and "busy_seconds_total" not in mutated
 
 
 class _Proc:
@@ -99,30 +157,36 @@ class _Proc:
 
     def __init__(self, cmd: list[str], log: Path, env: dict[str, str] | None = None) -> None:
         self.log = log
-        self.fh = log.open("w")
+        self.fh = log.open("a")
         self.proc = subprocess.Popen(cmd, stdout=self.fh, stderr=subprocess.STDOUT, env=env,
                                      cwd=log.parent, start_new_session=True)
 
     def tail(self) -> str:
         return self.log.read_text()[-3000:]
 
-    def stop(self) -> None:
+    def stop(self) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(timeout=15)
+                self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=5)
         self.fh.close()
+        return self.proc.returncode
 
 
-def _http(url: str, data: dict | None = None, timeout: float = 10) -> dict:
+def _http(url: str, data: dict | None = None, timeout: float = 10, method: str = "") -> dict:
     body = None if data is None else json.dumps(data).encode()
     req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"},
-                                 method="GET" if data is None else "POST")
+                                 method=method or ("GET" if data is None else "POST"))
     with urllib.request.urlopen(req, timeout=timeout) as r:
         return json.loads(r.read() or b"{}")
+
+
+def _text(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return r.read().decode()
 
 
 def _wait_for(what: str, check, timeout: float, interval: float = 0.5, procs=()):
@@ -163,84 +227,50 @@ class Prom:
         return self.get("/api/v1/query_range", query=expr, start=start, end=end,
                         step=step)["result"]
 
-    def alert_states(self, name: str) -> set[str]:
-        return {a["state"] for a in self.get("/api/v1/alerts")["alerts"]
-                if a["labels"].get("alertname") == name}
+    def scalar(self, expr: str) -> float | None:
+        out = self.query(expr)
+        return float(out[0]["value"][1]) if out else None
+
+    def active(self, names: set[str], start: float, end: float) -> dict[str, set[str]]:
+        """alertname -> states it was in at any evaluation between start and end."""
+        seen: dict[str, set[str]] = {}
+        for series in self.query_range("ALERTS", start, end):
+            if series["metric"]["alertname"] in names:
+                seen.setdefault(series["metric"]["alertname"], set()).add(
+                    series["metric"]["alertstate"])
+        return seen
+
+    def when(self, name: str, start: float, end: float) -> list[tuple[float, float, dict]]:
+        """(first, last) seconds after start at which the alert was active, with its labels."""
+        out = []
+        for series in self.query_range(f'ALERTS{{alertname="{name}"}}', start, end):
+            times = [float(t) - start for t, _ in series["values"]]
+            out.append((round(min(times), 1), round(max(times), 1), series["metric"]))
+        return out
 
 
-def _finite(result: list[dict]) -> bool:
+def _nonzero(result: list[dict]) -> bool:
     for series in result:
         for _, v in series.get("values", []):
-            if math.isfinite(float(v)):
+            if math.isfinite(float(v)) and float(v) != 0:
                 return True
     return False
 
 
-def _substitute(expr: str, instance: str) -> str:
-    escaped = re.escape(instance).replace("\\", "\\\\")
-    out = (expr.replace("$__rate_interval", "4s").replace("$instance", escaped)
-           .replace("$proof_kind", ".*"))
+def _finite(result: list[dict]) -> bool:
+    return any(math.isfinite(float(v)) for s in result for _, v in s.get("values", []))
+
+
+def _substitute(expr: str, job: str, instance: str, range_s: int) -> str:
+    out = (expr.replace("$__rate_interval", "4s").replace("$__range", f"{range_s}s")
+           .replace("$job", job).replace("$instance", instance).replace("$proof_kind", ".+"))
     assert "$" not in out, out
     return out
 
 
-@pytest.fixture
-def stack(tmp_path):
-    """A running engine and Prometheus; yields (engine_url, Prom, instance)."""
-    prometheus = require_tool("prometheus")
-    eport, pport = _free_port(), _free_port()
-    instance = f"127.0.0.1:{eport}"
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "CUZK_"))}
-    env.update({"CUZK_ENGINE_BACKEND": "cpu", "CUZK_SERVER_LISTEN": instance,
-                "OTEL_TRACES_EXPORTER": "none", "PYTHONPATH": str(ROOT)})
-    env["CUZK_JOURNAL_PATH"] = str(tmp_path / "journal.sqlite3")  # never the user's journal
-    # Share the test suite's proving-key cache (tests/conftest.py), so keys are made once.
-    env["CUZK_ENGINE_KEYS_DIR"] = os.environ.get(
-        "CUZK_ENGINE_KEYS_DIR", os.environ.get("CUZK_TEST_KEYS_DIR", str(ROOT / ".cache" / "keys")))
-    engine = _Proc([sys.executable, "-m", "cuzk.cli.main", "serve"], tmp_path / "cuzk.log", env)
-
-    rules = tmp_path / "rules"
-    rules.mkdir()
-    for path in RULES_DIR.glob("*.yml"):
-        text = path.read_text()
-        (rules / path.name).write_text(compressed_rules(text) if "alert:" in text else text)
-    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump({
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s",
-                   "scrape_timeout": "1s"},
-        "rule_files": ["rules/*.yml"],
-        "scrape_configs": [
-            {"job_name": "cuzk", "metrics_path": "/metrics",
-             "static_configs": [{"targets": [instance]}]},
-            {"job_name": "prometheus",
-             "static_configs": [{"targets": [f"127.0.0.1:{pport}"]}]},
-        ],
-    }))
-    prom_proc = _Proc([prometheus, f"--config.file={tmp_path / 'prometheus.yml'}",
-                       f"--storage.tsdb.path={tmp_path / 'data'}",
-                       f"--web.listen-address=127.0.0.1:{pport}",
-                       "--enable-feature=exemplar-storage", "--log.level=warn"],
-                      tmp_path / "prometheus.log")
-    try:
-        base = f"http://{instance}"
-        _wait_for("the engine's /healthz", lambda: _http(f"{base}/healthz"), 60,
-                  procs=(engine, prom_proc))
-        prom = Prom(f"http://127.0.0.1:{pport}")
-        _wait_for("Prometheus to scrape the engine",
-                  lambda: prom.query(f'up{{job="cuzk",instance="{instance}"}} == 1'), 30,
-                  procs=(engine, prom_proc))
-        yield base, prom, instance
-    except BaseException:
-        print("--- cuzk log ---\n" + engine.tail(), "\n--- prometheus log ---\n" +
-              prom_proc.tail())
-        raise
-    finally:
-        engine.stop()
-        prom_proc.stop()
-
-
 def _inputs(kind: str) -> list[dict]:
-    path = ROOT / "cuzk" / "circuits" / "data" / kind / "input.json"
+    source = "window-post" if kind == BROKEN_KIND else kind
+    path = ROOT / "cuzk" / "circuits" / "data" / source / "input.json"
     return [json.loads(path.read_text())]
 
 
@@ -248,98 +278,317 @@ def _submit(base: str, kind: str) -> dict:
     return _http(f"{base}/v1/proofs", {"proof_kind": kind, "inputs": _inputs(kind)})
 
 
-def _await_jobs(base: str, jobs: list[dict], timeout: float) -> list[dict]:
+def _await(base: str, jobs: list[dict], timeout: float, ok=("succeeded",)) -> list[dict]:
     end = time.monotonic() + timeout
     done = []
     for job in jobs:
         left = max(1, int(end - time.monotonic()))
         out = _http(f"{base}/v1/proofs/{job['id']}?wait={left}", timeout=left + 10)
-        assert out["state"] == "succeeded", (out["proof_kind"], out["state"], out.get("error"))
+        assert out["state"] in ok, (out["proof_kind"], out["state"], out.get("error"))
         done.append(out)
     return done
 
 
+class Stack:
+    """Engine, Prometheus and Alertmanager on loopback; the engine can be restarted."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.prometheus = require_tool("prometheus")
+        self.alertmanager = require_tool("prometheus-alertmanager")
+        self.eport, self.pport, self.aport = free_port(), free_port(), free_port()
+        self.instance = f"127.0.0.1:{self.eport}"
+        self.base = f"http://{self.instance}"
+        keys = os.environ.get("CUZK_ENGINE_KEYS_DIR", os.environ.get(
+            "CUZK_TEST_KEYS_DIR", str(ROOT / ".cache" / "keys")))
+        self.keys = Path(keys)
+        self.engine: _Proc | None = None
+        self.procs: list[_Proc] = []
+
+    def _config(self) -> Path:
+        """A config file adding a proof kind whose key file can be swapped for another
+        circuit's after the engine checked it at start: its jobs then fail for real."""
+        from cuzk.prover.keystore import ensure_zkey
+
+        data = ROOT / "cuzk" / "circuits" / "data"
+        self.good_key = ensure_zkey("window-post", data / "window-post" / "circuit.r1cs",
+                                    self.keys)
+        self.other_key = ensure_zkey("winning-post", data / "winning-post" / "circuit.r1cs",
+                                     self.keys)
+        self.broken_key = self.tmp / f"{BROKEN_KIND}.zkey"
+        shutil.copyfile(self.good_key, self.broken_key)
+        path = self.tmp / "cuzk.toml"
+        path.write_text(f'[proof_kinds.{BROKEN_KIND}]\n'
+                        f'r1cs = "{data / "window-post" / "circuit.r1cs"}"\n'
+                        f'wasm = "{data / "window-post" / "circuit.wasm"}"\n'
+                        f'zkey = "{self.broken_key}"\n')
+        return path
+
+    def swap_key(self) -> None:
+        """Replace the checked key file by another circuit's (a bad deploy of key files); the
+        engine reads it again when it next loads the key."""
+        shutil.copyfile(self.other_key, self.broken_key)
+
+    def start_engine(self, **extra: str) -> _Proc:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "CUZK_"))}
+        env.update({"CUZK_ENGINE_BACKEND": "cpu", "CUZK_SERVER_LISTEN": self.instance,
+                    "CUZK_ENGINE_KEYS_DIR": str(self.keys), "OTEL_TRACES_EXPORTER": "none",
+                    # never the user's journal; the same file across the restart
+                    "CUZK_JOURNAL_PATH": str(self.tmp / "journal.sqlite3"),
+                    "PYTHONPATH": str(ROOT), **extra})
+        self.engine = _Proc([sys.executable, "-m", "cuzk.cli.main", "serve", "--config",
+                             str(self._config())], self.tmp / "cuzk.log", env)
+        self.procs.append(self.engine)
+        _wait_for("the engine's /readyz", lambda: _http(f"{self.base}/readyz"), 90,
+                  procs=(self.engine,))
+        return self.engine
+
+    def start_monitoring(self) -> Prom:
+        rules = self.tmp / "rules"
+        rules.mkdir()
+        for path in RULES_DIR.glob("*.yml"):
+            (rules / path.name).write_text(compressed_rules(path.read_text(), MUTATION))
+        am = yaml.safe_load((DEPLOY / "alertmanager" / "alertmanager.yml").read_text())
+        (self.tmp / "alertmanager.yml").write_text(yaml.safe_dump(am))
+        (self.tmp / "prometheus.yml").write_text(yaml.safe_dump({
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s",
+                       "scrape_timeout": "1s"},
+            "rule_files": ["rules/*.yml"],
+            "alerting": {"alertmanagers": [
+                {"static_configs": [{"targets": [f"127.0.0.1:{self.aport}"]}]}]},
+            "scrape_configs": [
+                {"job_name": "cuzk", "static_configs": [{"targets": [self.instance]}]},
+                {"job_name": "prometheus",
+                 "static_configs": [{"targets": [f"127.0.0.1:{self.pport}"]}]},
+                {"job_name": "alertmanager",
+                 "static_configs": [{"targets": [f"127.0.0.1:{self.aport}"]}]},
+            ],
+        }))
+        self.procs.append(_Proc(
+            [self.alertmanager, f"--config.file={self.tmp / 'alertmanager.yml'}",
+             f"--storage.path={self.tmp / 'am-data'}",
+             f"--web.listen-address=127.0.0.1:{self.aport}",
+             f"--cluster.listen-address=127.0.0.1:{free_port()}", "--log.level=warn"],
+            self.tmp / "alertmanager.log"))
+        self.procs.append(_Proc(
+            [self.prometheus, f"--config.file={self.tmp / 'prometheus.yml'}",
+             f"--storage.tsdb.path={self.tmp / 'data'}",
+             f"--web.listen-address=127.0.0.1:{self.pport}",
+             "--enable-feature=exemplar-storage", "--log.level=warn"],
+            self.tmp / "prometheus.log"))
+        prom = Prom(f"http://127.0.0.1:{self.pport}")
+        _wait_for("Prometheus to scrape the engine and Alertmanager",
+                  lambda: len(prom.query("up == 1")) == 3, 30, procs=self.procs)
+        return prom
+
+    def stop(self) -> None:
+        for p in reversed(self.procs):
+            p.stop()
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.log.name} ---\n{p.tail()}" for p in self.procs)
+
+
+@pytest.fixture
+def stack(tmp_path):
+    s = Stack(tmp_path)
+    try:
+        s.start_engine()
+        yield s, s.start_monitoring()
+    except BaseException:
+        print(s.logs())
+        raise
+    finally:
+        s.stop()
+
+
 def test_engine_and_prometheus_end_to_end(stack):
-    base, prom, instance = stack
+    s, prom = stack
+    base, inst = s.base, s.instance
     for kind in KINDS:  # load (or first generate) the proving keys before the clock starts
         _http(f"{base}/v1/keys/{kind}/preload", {}, timeout=150)
     t0 = time.time()
     deadline = time.monotonic() + DEADLINE_S
     trace_ids: set[str] = set()
 
-    # 1. Normal load: real proofs, two in flight at a time; the idle alert stays inactive.
-    idle_states: set[str] = set()
-    load_end = time.monotonic() + 25
-    rounds = 0
-    while time.monotonic() < load_end or rounds < 2:
-        jobs = [_submit(base, kind) for kind in KINDS]
-        for job in _await_jobs(base, jobs, timeout=max(10, deadline - time.monotonic() - 90)):
-            trace_ids.add(job["trace_id"])
-        idle_states |= prom.alert_states(IDLE)
-        rounds += 1
-    time.sleep(2)
-    idle_states |= prom.alert_states(IDLE)
-    assert not idle_states, f"{IDLE} was {idle_states} under normal load"
-    # Not even for one rule evaluation in between the polls: ALERTS keeps every state.
-    history = prom.query_range(f'ALERTS{{alertname="{IDLE}"}}', t0, time.time())
-    assert not history, f"{IDLE} was active under normal load: {history}"
+    def left(reserve: float) -> float:
+        return max(15.0, deadline - time.monotonic() - reserve)
 
-    # 2. Workers paused while jobs are queued: the idle alert must become pending or firing.
+    # 1. Bursty normal load: two bursts with an idle gap, a cancellation and a failing job.
+    burst = [_submit(base, KINDS[i % 2]) for i in range(8)]
+    cancelled = _submit(base, "window-post")
+    _http(f"{base}/v1/proofs/{cancelled['id']}", method="DELETE")
+    s.swap_key()
+    _http(f"{base}/v1/keys/{BROKEN_KIND}", method="DELETE")  # drop it if it is resident
+    failing = _submit(base, BROKEN_KIND)
+    for job in _await(base, burst, left(120)):
+        trace_ids.add(job["trace_id"])
+    _await(base, [cancelled], 30, ok=("cancelled", "succeeded"))
+    _await(base, [failing], 30, ok=("failed",))
+    time.sleep(4)  # idle gap: the workers' busy share falls between the bursts
+    for job in _await(base, [_submit(base, KINDS[i % 2]) for i in range(6)], left(100)):
+        trace_ids.add(job["trace_id"])
+    time.sleep(2)
+    t1 = time.time()
+    sel = f'{{instance="{inst}"}}'
+    active = prom.active({IDLE}, t0, t1)
+    assert not active, f"{IDLE} was active under normal load: {active}"
+    # ... and that could have failed: the queue held work for half of the window, and the
+    # workers were busy in bursts.
+    queue = prom.query_range(f"instance:cuzk_gpu_queue_nonempty:ratio5m{sel}", t0, t1)
+    peak = max((float(v) for series in queue for _, v in series["values"]), default=0)
+    assert peak >= 0.5, f"the GPU queue never held work half of the window (peak {peak})"
+    busy = prom.query_range(f"instance_worker:cuzk_gpu_worker_busy:ratio_rate5m{sel}", t0, t1)
+    shares = [float(v) for series in busy for _, v in series["values"]]
+    assert shares and max(shares) > 0.5 and min(shares) < 0.2, (
+        f"workers were not bursty: busy share {min(shares, default=0):.2f}.."
+        f"{max(shares, default=0):.2f}")
+
+    # 2. Paused workers with work queued: the idle condition holds, the alert is suppressed.
+    # An engine without the paused-workers gauge (docs/design.md section 5) cannot tell a pause from
+    # a wedge: there the idle alert must fire, which still shows it works on real data.
+    can_suppress = "cuzk_gpu_workers_paused" in exposition_names(_text(f"{base}/metrics"))
     _http(f"{base}/v1/workers/pause", {})
+    paused_at = time.time()
     try:
-        paused = [_submit(base, "winning-post") for _ in range(3)]
-        _wait_for("partitions queued for a GPU in Prometheus",
-                  lambda: prom.query(f'sum(cuzk_partitions{{instance="{instance}",'
-                                     f'phase="queued_gpu"}}) > 0'), 30)
-        states = _wait_for(f"{IDLE} to become pending/firing",
-                           lambda: prom.alert_states(IDLE) & {"pending", "firing"}, 40)
-        assert states
+        paused = [_submit(base, KINDS[i % 2]) for i in range(4)]
+        idle_condition = (f"instance_worker:cuzk_gpu_worker_busy:ratio_rate5m{sel} < 0.05 and "
+                          f"on (job, instance) instance:cuzk_gpu_queue_nonempty:ratio5m >= 0.5")
+        _wait_for("the idle condition to hold while paused", lambda: prom.query(idle_condition),
+                  40, procs=s.procs)
+        if can_suppress:
+            _wait_for(f"{PAUSED} to become active",
+                      lambda: prom.active({PAUSED}, paused_at, time.time()), 30, procs=s.procs)
+            time.sleep(3)
+            active = prom.active({IDLE}, paused_at, time.time())
+            assert not active, f"{IDLE} paged during a maintenance pause: {active}"
+        else:
+            _wait_for(f"{IDLE} to become active while workers are stopped",
+                      lambda: prom.active({IDLE}, paused_at, time.time()), 30, procs=s.procs)
     finally:
         _http(f"{base}/v1/workers/resume", {})
-    for job in _await_jobs(base, paused, timeout=max(10, deadline - time.monotonic() - 40)):
+    for job in _await(base, paused, left(60)):
         trace_ids.add(job["trace_id"])
-    _wait_for(f"{IDLE} to clear after resume", lambda: not prom.alert_states(IDLE), 30)
+    resumed_at = time.time()
 
-    # 3. Every dashboard query and every recording rule returns data from this Prometheus.
-    time.sleep(2)
+    # 3. Engine stopped with work queued (SIGTERM drains: partitions in flight finish, the
+    # rest stay in the journal): CuzkTargetDown fires. Back with a starved memory budget, it
+    # recovers the journaled jobs and proves them with the new ones.
+    parked = [_submit(base, KINDS[i % 2]) for i in range(6)]
+    assert s.engine.stop() == 0, s.engine.tail()
+    down_at = time.time()
+    _wait_for("CuzkTargetDown to fire",
+              lambda: "firing" in prom.active({"CuzkTargetDown"}, down_at, time.time()).get(
+                  "CuzkTargetDown", set()), 30)
+    s.start_engine(CUZK_ENGINE_MEMORY_BUDGET_BYTES=STARVED_BUDGET)
+    starved = [_submit(base, KINDS[i % 2]) for i in range(4)]
+    for job in _await(base, parked + starved, left(20)):
+        trace_ids.add(job["trace_id"])
+    time.sleep(3)
     end = time.time()
-    backend = prom.query(f'cuzk_build_info{{instance="{instance}"}}')[0]["metric"]["backend"]
-    empty, exempt, checked = [], [], 0
+    assert prom.scalar(f"max(instance:cuzk_engine_restarts:changes1h{sel})") >= 1
+    assert prom.scalar(f"sum(cuzk_jobs_recovered_total{sel})") >= 1
+    assert prom.scalar(f"sum(cuzk_memory_evictions_total{sel})") >= 1
+    assert prom.scalar(f"sum(cuzk_memory_acquire_wait_seconds_sum{sel})") > 0
+
+    # 4. Every dashboard query has data; rule health; metric names; exemplars; no false alerts.
+    exposition = _text(f"{base}/metrics")
+    # Engine metrics (and the duration histogram's status label) that docs/design.md section 5 names
+    # but this engine does not export yet: queries that depend on them, directly or through a
+    # recording rule, are skipped by name with that reason.
+    pending_now = {m for m in PENDING_ENGINE_METRICS if m not in exposition_names(exposition)}
+    if not re.search(r'^cuzk_job_duration_seconds_count\{[^}]*status="', exposition, re.M):
+        pending_now.add(STATUS_LABEL)
+    records = {r["record"]: r["expr"] for r in recording_rules()}
+
+    def deps(expr: str) -> set[str]:
+        out = {STATUS_LABEL} if re.search(
+            r'cuzk_job_duration_seconds_\w+\{[^}]*status=', expr) else set()
+        for m in promql_metrics(expr):
+            out |= deps(records[m]) if m in records else {m}
+        return out
+
+    backend = prom.query(f"cuzk_build_info{sel}")[0]["metric"]["backend"]
+    range_s = int(end - t0) + 5
+    empty, skipped, checked = [], {}, 0
     for name, d in dashboards().items():
+        job, instance = (".+", ".+") if name == "cuzk-monitoring.json" else (
+            "cuzk", re.escape(inst).replace("\\", "\\\\"))
         for var in d["templating"]["list"]:
             if var["type"] == "query":
                 m = re.fullmatch(r"label_values\((.+), (\w+)\)", var["definition"])
-                match = _substitute(m.group(1), instance)
-                values = prom.get(f"/api/v1/label/{m.group(2)}/values", **{"match[]": match})
-                if not values:
+                match = _substitute(m.group(1), job, instance, range_s)
+                if not prom.get(f"/api/v1/label/{m.group(2)}/values", **{"match[]": match}):
                     empty.append((name, f"variable {var['name']}", var["definition"]))
-        for panel, target in panel_queries(d):
+        queries = [(p["title"], t) for p, t in panel_queries(d)]
+        queries += [(f"annotation {a['name']}", a) for a in d["annotations"]["list"]
+                    if "expr" in a]
+        for title, target in queries:
+            if "expr" not in target:
+                skipped[title] = "Jaeger query: no Jaeger in this test"
+                continue
+            if backend == "cpu" and title in GPU_ONLY_PANELS:
+                skipped[title] = GPU_ONLY_PANELS[title]
+                continue
+            if title in COLLECTOR_PANELS:
+                skipped[title] = COLLECTOR_PANELS[title]
+                continue
             checked += 1
-            expr = _substitute(target["expr"], instance)
-            if not _finite(prom.query_range(expr, t0, end)):
-                metrics = promql_metrics(target["expr"])
-                if backend == "cpu" and metrics and metrics <= DEVICE_ONLY_METRICS:
-                    exempt.append(panel["title"])
-                else:
-                    empty.append((name, panel["title"], expr))
+            result = prom.query_range(_substitute(target["expr"], job, instance, range_s),
+                                      t0, end)
+            if _nonzero(result):
+                continue
+            if deps(target["expr"]) & pending_now:
+                skipped[title] = "pending engine metrics: " + ", ".join(
+                    sorted(deps(target["expr"]) & pending_now))
+            else:
+                empty.append((name, title, target["expr"]))
     for rule in recording_rules():
         checked += 1
-        if not _finite(prom.query_range(rule["record"], t0, end)):
+        if _finite(prom.query_range(rule["record"], t0, end)):
+            continue
+        if backend == "cpu" and deps(rule["expr"]) & DEVICE_ONLY_METRICS:
+            skipped[rule["record"]] = "device metrics: CUDA only"
+        elif deps(rule["expr"]) & pending_now:
+            skipped[rule["record"]] = "pending engine metrics: " + ", ".join(
+                sorted(deps(rule["expr"]) & pending_now))
+        else:
             empty.append(("recording rule", rule["record"], rule["expr"]))
+    print("skipped queries:", json.dumps(skipped, indent=1))
     assert not empty, "queries without data:\n" + "\n".join(map(str, empty))
-    assert set(exempt) <= {"Device memory used", "Device utilization", "Device memory budget"}
-    assert checked >= 60, checked
+    assert checked >= 70, checked
 
-    # 4. Exemplars for both latency histograms, carrying our jobs' trace ids.
+    # Stack metric names used by rules and dashboards exist in Prometheus's / Alertmanager's
+    # own metrics.
+    own = exposition_names(_text(f"{prom.base}/metrics")) | exposition_names(
+        _text(f"http://127.0.0.1:{s.aport}/metrics"))
+    used = {m for r in alert_rules() + recording_rules() for m in promql_metrics(r["expr"])}
+    used |= {m for d in dashboards().values() for _, t in panel_queries(d) if "expr" in t
+             for m in promql_metrics(t["expr"])}
+    stack_used = {m for m in used if m.startswith(("prometheus_", "alertmanager_"))}
+    assert stack_used and stack_used <= own, sorted(stack_used - own)
+
+    # Every rule evaluated without error on this real Prometheus.
+    groups = prom.get("/api/v1/rules")["groups"]
+    bad = [(r["name"], r.get("lastError")) for g in groups for r in g["rules"]
+           if r.get("health") != "ok"]
+    assert not bad, bad
+
+    # Exemplars for both latency histograms, carrying our jobs' trace ids.
     for metric in ("cuzk_job_duration_seconds_bucket",
                    "cuzk_partition_phase_duration_seconds_bucket"):
         data = prom.get("/api/v1/query_exemplars",
-                        query=f'{metric}{{instance="{instance}"}}', start=t0, end=end)
+                        query=f'{metric}{{instance="{inst}"}}', start=t0, end=end)
         seen = {ex["labels"].get("trace_id") for series in data for ex in series["exemplars"]}
-        assert seen, f"no exemplars for {metric}"
         assert seen & trace_ids, f"exemplar trace ids {seen} are not from submitted jobs"
 
-    # Nothing else went off during a healthy run.
-    firing = {a["labels"]["alertname"] for a in prom.get("/api/v1/alerts")["alerts"]
-              if a["state"] == "firing"}
-    assert not firing & {"CuzkTargetDown", "CuzkMetricsMissing", "CuzkJobFailureRateHigh"}
+    false_alarms = prom.active(NEVER, t0, time.time())
+    if not can_suppress:  # the idle alert was expected during the pause, checked on each side
+        false_alarms.pop(IDLE, None)
+        false_alarms.update(prom.active({IDLE}, resumed_at + 12, time.time()))
+    phases = {"bursts end": t1, "paused": paused_at, "resumed": resumed_at,
+              "engine stopped": down_at, "end": end}
+    assert not false_alarms, (
+        f"alerts active in a run that should not raise them: {false_alarms}; phases (s after "
+        f"start): { {k: round(v - t0, 1) for k, v in phases.items()} }; when: "
+        f"{[prom.when(n, t0, time.time()) for n in false_alarms]}")

@@ -70,6 +70,71 @@ def test_compose_cuzk_matches_engine_settings():
     assert env["OTEL_EXPORTER_OTLP_PROTOCOL"] == "grpc"
 
 
+def _healthcheck_url(service: dict) -> str:
+    test = service["healthcheck"]["test"]
+    assert test[0] == "CMD", test  # exec form: no shell needed in the image
+    return test[-1]
+
+
+def test_compose_healthchecks_and_start_order():
+    """Each service with a shell has a healthcheck on its readiness endpoint, and dependents
+    wait for it to be healthy. Prometheus does not wait for the engine: it must be up to alert
+    on an engine that never becomes healthy."""
+    services = _compose()["services"]
+    port = _engine_port()
+    assert _healthcheck_url(services["cuzk"]) == f"http://127.0.0.1:{port}/readyz"
+    assert _healthcheck_url(services["prometheus"]) == "http://127.0.0.1:9090/-/ready"
+    assert _healthcheck_url(services["alertmanager"]) == "http://127.0.0.1:9093/-/ready"
+    assert _healthcheck_url(services["grafana"]) == "http://127.0.0.1:3000/api/health"
+    assert _healthcheck_url(services["jaeger"]) == "http://127.0.0.1:16686/"
+    assert "healthcheck" not in services["otel-collector"]  # distroless image: nothing to run
+    assert services["cuzk"]["healthcheck"]["test"][1] == "curl"  # the image installs curl
+    for name, svc in services.items():
+        for dep, cond in svc.get("depends_on", {}).items():
+            want = "service_healthy" if "healthcheck" in services[dep] else "service_started"
+            assert cond == {"condition": want}, (name, dep)
+    assert set(services["grafana"]["depends_on"]) == {"prometheus", "jaeger", "alertmanager"}
+    assert set(services["prometheus"]["depends_on"]) == {"alertmanager"}
+    assert services["otel-collector"]["depends_on"] == {"jaeger": {"condition": "service_healthy"}}
+
+
+def test_compose_keeps_engine_state_on_a_volume_the_image_owns():
+    svc = _compose()["services"]["cuzk"]
+    env = _env(svc)
+    text = (ROOT / "Dockerfile").read_text()
+    home = re.search(r"--home-dir (\S+)", text).group(1)
+    assert f"cuzk-data:{home}" in svc["volumes"]
+    keys = env["CUZK_ENGINE_KEYS_DIR"]
+    assert keys.startswith(home + "/")
+    # The image creates the keys and state directories owned by the cuzk user, so a fresh named
+    # volume (filled from the image, ownership included) is writable by the engine.
+    created = re.search(r"install -d -o cuzk -g cuzk -m 0750 (.+)", text).group(1).split()
+    assert keys in created
+    state = re.search(r"XDG_STATE_HOME=(\S+)", text).group(1)
+    assert state in created and state.startswith(home + "/")
+    assert f"CUZK_ENGINE_KEYS_DIR={keys}" in text
+    assert re.search(r"^USER cuzk$", text, flags=re.M)
+
+
+def test_compose_gives_the_engine_time_to_drain():
+    svc = _compose()["services"]["cuzk"]
+    grace = int(svc["stop_grace_period"].removesuffix("s"))
+    assert grace > load_config(None, env={}).server.drain_timeout_s
+
+
+def test_grafana_root_url_is_the_alert_link_base():
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("build_rules",
+                                                  PROM_DIR / "build_rules.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["build_rules"] = mod
+    spec.loader.exec_module(mod)
+    env = _env(_compose()["services"]["grafana"])
+    assert env["GF_SERVER_ROOT_URL"] == "${CUZK_GRAFANA_URL:-" + mod.DEFAULT_GRAFANA_URL + "}"
+
+
 def test_prometheus_scrapes_the_engine_where_it_listens():
     port = _engine_port()
     cfg = load_yaml(PROM_DIR / "prometheus.yml")
@@ -85,7 +150,7 @@ def test_prometheus_scrapes_the_engine_where_it_listens():
     config = load_config(None, env={"CUZK_TELEMETRY_METRICS": "false"})
     paths = {getattr(r, "path", None) for r in create_app(_NoEngine(), config).routes}
     assert cuzk.get("metrics_path", "/metrics") in paths
-    assert "/healthz" in paths
+    assert "/healthz" in paths and "/readyz" in paths
 
 
 def test_compose_prometheus_exemplars_and_mounts():
@@ -153,8 +218,13 @@ def test_dockerfile_matches_engine():
     port = _engine_port()
     assert f"EXPOSE {port}" in text
     assert f"CUZK_SERVER_LISTEN=0.0.0.0:{port}" in text
-    assert f"http://127.0.0.1:{port}/healthz" in text
+    assert f"curl -fsS http://127.0.0.1:{port}/readyz" in text  # HEALTHCHECK on readiness
+    assert 'ENTRYPOINT ["/usr/local/bin/cuzk-entrypoint"]' in text
+    assert "COPY --chmod=0755 deploy/docker/entrypoint.sh /usr/local/bin/cuzk-entrypoint" in text
+    # .dockerignore keeps deploy/ out of the build context except the entrypoint.
+    ignore = (ROOT / ".dockerignore").read_text().splitlines()
+    assert "deploy" in ignore and "!deploy/docker/entrypoint.sh" in ignore
     assert re.search(r"^FROM \S+:\S*\d", text, flags=re.M)  # pinned base image
     for line in re.findall(r"^COPY (.+)$", text, flags=re.M):
-        for path in line.split()[:-1]:
+        for path in [w for w in line.split()[:-1] if not w.startswith("--")]:
             assert (ROOT / path).exists(), f"Dockerfile copies {path}, which does not exist"

@@ -6,6 +6,7 @@ the server at start with one line naming the file and the section."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -101,13 +102,17 @@ def test_cuzk_submit_sends_the_configured_sample_input(
         assert json.loads((out / f"public_{i}.json").read_text()) == expected
 
 
-@pytest.mark.parametrize("section", [4, 9])
-def test_broken_configured_key_refuses_to_start(ceremony: Ceremony, tmp_path: Path, section):
+@pytest.mark.parametrize("section", [4, 9, "other"])
+def test_broken_configured_key_refuses_to_start(
+    ceremony: Ceremony, tmp_path: Path, section, bundled
+):
     config = tmp_path / "cuzk.toml"
     config.write_text('[engine]\nbackend = "cpu"\n')
     _add_kind(ceremony, config, ceremony.zkey)  # checked good when added ...
     bad = tmp_path / "bad.zkey"
-    if section == 4:  # a coefficient value's low limbs: only the r1cs comparison sees it
+    if section == "other":  # ... then replaced by a key of another circuit
+        shutil.copy(bundled("winning-post").zkey_path, bad)
+    elif section == 4:  # a coefficient value's low limbs: only the r1cs comparison sees it
         from cuzk.formats.binfile import read_binfile
 
         (sec,) = read_binfile(ceremony.zkey, "zkey", 2).sections[4]
@@ -124,5 +129,9 @@ def test_broken_configured_key_refuses_to_start(ceremony: Ceremony, tmp_path: Pa
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     (line,) = [x for x in proc.stderr.splitlines() if x.startswith("cuzk serve:")]
-    assert line.startswith(f"cuzk serve: refusing to start: proof kind {KIND}: {bad}: section")
-    assert f"section {section} (" in line and "Traceback" not in proc.stderr
+    assert line.startswith(f"cuzk serve: refusing to start: proof kind {KIND}: {bad}: ")
+    assert "Traceback" not in proc.stderr
+    if section == "other":
+        assert f"is not a key for circuit {KIND}: " in line
+    else:
+        assert f"{bad}: section {section} (" in line

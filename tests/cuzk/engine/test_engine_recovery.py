@@ -23,9 +23,22 @@ def start(path: Path, kinds: dict = KINDS, **settings: Any):
     return engine.start(), prover, spans
 
 
+_CRASHED: list[Any] = []
+
+
 def crash(engine) -> None:
-    """Cut the engine off from its journal as a kill -9 would (threads left to the GC)."""
+    """Cut the engine off from its journal as a kill -9 would: nothing it does from now on
+    reaches the journal (its threads are stopped at the end of the test)."""
     engine.journal.close()
+    _CRASHED.append(engine)
+
+
+@pytest.fixture(autouse=True)
+def _stop_crashed_engines() -> Any:
+    yield
+    while _CRASHED:
+        engine = _CRASHED.pop()
+        engine.shutdown(2)
 
 
 def tags(prover: ScriptedProver, step: str) -> list[str]:
@@ -154,9 +167,11 @@ def test_a_job_whose_partitions_were_all_journaled_completes_without_proving(pat
 
 def test_a_job_of_a_kind_no_longer_configured_fails_with_the_reason(path: Path) -> None:
     engine, prover, _ = start(path)
-    prover.hold("synthesize", "gone")
+    gate = prover.hold("synthesize", "gone")
     job = engine.submit("window-post", [{"tag": "gone"}])
+    assert gate.wait_entered()
     crash(engine)
+    gate.release()
     again, _, _ = start(path, kinds={"winning-post": (1, "critical")})
     try:
         restored = again.get(job.id)
@@ -169,11 +184,13 @@ def test_a_job_of_a_kind_no_longer_configured_fails_with_the_reason(path: Path) 
 
 def test_recovered_job_span_links_to_the_original_and_keeps_the_trace(path: Path) -> None:
     engine, prover, _ = start(path)
-    prover.hold("synthesize", "t")
+    gate = prover.hold("synthesize", "t")
     parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     job = engine.submit("winning-post", [{"tag": "t"}], trace_context={"traceparent": parent})
     original = job.span.span.get_span_context()  # type: ignore[union-attr]
+    assert gate.wait_entered()
     crash(engine)
+    gate.release()
     again, _, spans = start(path)
     try:
         assert again.wait(job.id, 5).state == "succeeded"

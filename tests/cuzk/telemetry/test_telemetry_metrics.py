@@ -204,3 +204,16 @@ def test_device_budgets_are_reported_per_device():
             for s in _families(engine)["cuzk_device_memory_reserved_bytes"].samples
         }
         assert after[("cuda:0", "gpu_phase")] == after[("cuda:1", "gpu_phase")] == 0
+
+
+def test_process_metrics_for_rss_against_budget_and_restarts():
+    """The dashboards plot RSS against the budget and count restarts from the start time."""
+    import time
+
+    engine, _, _ = make_test_engine(KINDS)
+    with engine:
+        fams = _families(engine)
+    rss = fams["process_resident_memory_bytes"].samples[0].value
+    start = fams["process_start_time_seconds"].samples[0].value
+    assert rss > 10 * 2**20  # this interpreter with numpy loaded is far above 10 MiB
+    assert 0 < time.time() - start < 3600  # this test process started within the hour

@@ -77,6 +77,27 @@ def test_probe_logs_why_cuda_is_unusable(monkeypatch, caplog):
         cuda_backend._probe.cache_clear()
 
 
+@pytest.mark.parametrize("required,level", [("0", logging.INFO), ("1", logging.WARNING)])
+def test_probe_reports_a_missing_cupy_quietly_unless_a_gpu_is_required(
+        monkeypatch, caplog, required, level):
+    """No CuPy on a CPU host is expected: INFO, so CLI stderr stays clean; with
+    CUZK_REQUIRE_GPU=1 it is the reason the device check fails: WARNING."""
+    import sys
+
+    cuda_backend._probe.cache_clear()
+    monkeypatch.delenv("NUMBA_ENABLE_CUDASIM", raising=False)
+    monkeypatch.setenv("CUZK_REQUIRE_GPU", required)
+    monkeypatch.setitem(sys.modules, "cupy", None)          # import cupy -> ModuleNotFoundError
+    try:
+        with caplog.at_level(logging.DEBUG, logger="cuzk.prover.cuda_backend"):
+            assert cuda_device_count() == 0
+        assert "CuPy is not installed" in cuda_unavailable_reason()
+        rec = [r for r in caplog.records if "CUDA backend unusable" in r.getMessage()]
+        assert [r.levelno for r in rec] == [level]
+    finally:
+        cuda_backend._probe.cache_clear()
+
+
 def test_require_gpu_turns_the_skip_into_a_failure(monkeypatch):
     """CUZK_REQUIRE_GPU=1 without a device: the device tests fail (with the reason) instead of
     skipping, so a broken device image cannot pass the device check."""

@@ -4,12 +4,14 @@ the launch ABI against the PTX entry, and records ptxas's full resource report. 
 not spill and must stay within its stack budget (kernels/gpu/ptx.py). In CI (CI=true) a missing
 toolchain is a failure: numba-cuda with NVVM 13.0 and ptxas come from the pinned pip packages.
 
-The bundle is built once, in two processes (the MSM kernels take most of the time)."""
+The bundle is built once, in two processes (the MSM kernels take most of the time), or taken
+from CUZK_TEST_GPU_KERNELS when that names one already built from this tree."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -46,13 +48,26 @@ def bundle(tmp_path_factory) -> tuple[Path, dict]:
     problem = _toolchain_problem()
     if problem:
         require_tool("GPU compile toolchain", "", hint=problem)
+    prebuilt = os.environ.get("CUZK_TEST_GPU_KERNELS")
+    if prebuilt:
+        # A bundle built by scripts/build_gpu_kernels.py from this tree (load_bundle in
+        # test_bundle_verifies_against_this_tree refuses one built from other sources).
+        out = Path(prebuilt)
+        return out, json.loads((out / "manifest.json").read_text())
     out = tmp_path_factory.mktemp("kernels") / "gpu-kernels"
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    proc = subprocess.run([sys.executable, "scripts/build_gpu_kernels.py", "--jobs", "2", str(out)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500,
-                          check=False)
-    assert proc.returncode == 0, f"kernel build failed:\n{proc.stdout}\n{proc.stderr}"
-    print(proc.stdout)
+    # Its own process group: on a timeout the compile workers go too, not only their parent.
+    proc = subprocess.Popen([sys.executable, "scripts/build_gpu_kernels.py", "--jobs", "2",
+                             str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=1500)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    assert proc.returncode == 0, f"kernel build failed:\n{stdout}\n{stderr}"
+    print(stdout)
     return out, json.loads((out / "manifest.json").read_text())
 
 
