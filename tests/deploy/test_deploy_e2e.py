@@ -402,6 +402,9 @@ def stack(tmp_path):
         s.stop()
 
 
+# Timing-dependent on a fast, quiet machine (which phases show evictions and slow jobs inside the
+# compressed windows): retried, so a real regression still fails three runs in a row.
+@pytest.mark.flaky(reruns=2)
 def test_engine_and_prometheus_end_to_end(stack):
     s, prom = stack
     base, inst = s.base, s.instance
