@@ -8,22 +8,18 @@ within its configured bound plus a small margin; while 200 such connections are 
 from __future__ import annotations
 
 import contextlib
-import os
-import re
 import selectors
 import socket
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 
+from cuzk.serve_process import ServeProcess, serve_env
 from tests.conftest import KEYS_DIR
 
 HEADER_S = 1.0
@@ -33,62 +29,16 @@ MARGIN_S = 0.75  # scheduling slack on a loaded 2-core CI machine; the bounds ar
 TRICKLE_S = 0.2  # a slow client sends one byte this often: faster than any bound
 
 
-@dataclass
-class Served:
-    url: str
-    host: str
-    port: int
-    proc: subprocess.Popen[str]
-    log: list[str]
-
-
-def start_serve(extra_env: dict[str, str]) -> Served:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CUZK_", "OTEL_"))}
-    env |= {
-        "CUZK_SERVER_LISTEN": "127.0.0.1:0",
-        "CUZK_ENGINE_BACKEND": "cpu",
-        "CUZK_ENGINE_KEYS_DIR": str(KEYS_DIR),
-        "CUZK_TELEMETRY_TRACING": "false",
-        # Each server its own journal: two never share one (the second would refuse to start).
-        "CUZK_JOURNAL_PATH": str(Path(tempfile.mkdtemp(prefix="cuzk-test-")) / "journal.db"),
-        **extra_env,
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cuzk.cli.main", "serve"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-    )
-    assert proc.stdout is not None
-    lines: list[str] = []
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        m = re.search(r"cuzk listening on http://(127\.0\.0\.1):(\d+)", line)
-        if m:
-            # Keep draining the log so the server never blocks on a full pipe.
-            threading.Thread(target=proc.stdout.read, daemon=True).start()
-            url = f"http://{m.group(1)}:{m.group(2)}"
-            return Served(url, m.group(1), int(m.group(2)), proc, lines)
-    proc.kill()
-    raise AssertionError("cuzk serve did not start:\n" + "".join(lines))
-
-
-def stop(served: Served) -> None:
-    served.proc.terminate()
-    try:
-        served.proc.wait(30)
-    except subprocess.TimeoutExpired:
-        served.proc.kill()
-        served.proc.wait()
+def start_serve(extra_env: dict[str, str]) -> ServeProcess:
+    # Each server its own journal: two never share one (the second would refuse to start).
+    journal = Path(tempfile.mkdtemp(prefix="cuzk-test-")) / "journal.db"
+    served = ServeProcess(serve_env(journal, KEYS_DIR, **extra_env))
+    served.start(timeout=60)
+    return served
 
 
 @pytest.fixture(scope="module")
-def tight() -> Iterator[Served]:
+def tight() -> Iterator[ServeProcess]:
     """A server with short bounds, so each test measures them in about a second."""
     served = start_serve(
         {
@@ -98,11 +48,11 @@ def tight() -> Iterator[Served]:
         }
     )
     yield served
-    stop(served)
+    served.stop()
 
 
 def hold_until_closed(
-    served: Served, pieces: list[bytes], limit_s: float = 15.0
+    served: ServeProcess, pieces: list[bytes], limit_s: float = 15.0
 ) -> tuple[float, bytes]:
     """Connect, send ``pieces[0]`` then one byte of the rest every TRICKLE_S, and return the
     seconds until the server closed the connection and everything it sent."""
@@ -135,13 +85,13 @@ def hold_until_closed(
         sock.close()
 
 
-def test_idle_after_connect_is_closed_within_the_header_bound(tight: Served) -> None:
+def test_idle_after_connect_is_closed_within_the_header_bound(tight: ServeProcess) -> None:
     took, received = hold_until_closed(tight, [])
     assert HEADER_S - 0.05 <= took <= HEADER_S + MARGIN_S, took
     assert received == b""  # nothing was asked, nothing is answered
 
 
-def test_slow_headers_are_closed_with_408(tight: Served) -> None:
+def test_slow_headers_are_closed_with_408(tight: ServeProcess) -> None:
     # The request line at once, then headers one byte at a time for longer than the bound.
     headers = b"GET /healthz HTTP/1.1\r\n" + b"X-Slow: " + b"a" * 200 + b"\r\n\r\n"
     split = len(b"GET /healthz HTTP/1.1\r\n")
@@ -151,7 +101,7 @@ def test_slow_headers_are_closed_with_408(tight: Served) -> None:
     assert b"server.header_timeout_s" in received
 
 
-def test_slow_body_is_closed_with_408(tight: Served) -> None:
+def test_slow_body_is_closed_with_408(tight: ServeProcess) -> None:
     body = b'{"proof_kind": "winning-post", "inputs": [{}]}' + b" " * 500
     head = (
         b"POST /v1/proofs HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
@@ -163,7 +113,7 @@ def test_slow_body_is_closed_with_408(tight: Served) -> None:
     assert b"server.body_timeout_s" in received
 
 
-def cut_counts(served: Served) -> dict[str, float]:
+def cut_counts(served: ServeProcess) -> dict[str, float]:
     counts = {}
     for line in httpx.get(f"{served.url}/metrics").text.splitlines():
         if line.startswith("cuzk_http_connections_closed_total{"):
@@ -171,7 +121,7 @@ def cut_counts(served: Served) -> dict[str, float]:
     return counts
 
 
-def test_cut_connections_are_counted_by_reason(tight: Served) -> None:
+def test_cut_connections_are_counted_by_reason(tight: ServeProcess) -> None:
     before = cut_counts(tight)
     head = b"POST /v1/proofs HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n"
     slow_body = threading.Thread(target=hold_until_closed, args=(tight, [head, b"{" * 100]))
@@ -184,13 +134,15 @@ def test_cut_connections_are_counted_by_reason(tight: Served) -> None:
     assert after["too_many_connections"] == before["too_many_connections"]
 
 
-def test_idle_kept_alive_connection_is_closed_within_the_keepalive_bound(tight: Served) -> None:
+def test_idle_kept_alive_connection_is_closed_within_the_keepalive_bound(
+    tight: ServeProcess,
+) -> None:
     took, received = hold_until_closed(tight, [b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n"])
     assert received.startswith(b"HTTP/1.1 200 "), received
     assert KEEPALIVE_S - 0.05 <= took <= KEEPALIVE_S + MARGIN_S, took
 
 
-def test_next_request_on_a_kept_alive_connection_gets_the_header_bound(tight: Served) -> None:
+def test_next_request_on_a_kept_alive_connection_gets_the_header_bound(tight: ServeProcess) -> None:
     """A first request answered at once, then a second one trickled: the header bound applies
     from the second request's first byte (the keep-alive wait is cancelled by that byte)."""
     first = b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n"
@@ -205,7 +157,7 @@ class Attackers:
     """N connections held open: a third silent, a third trickling headers, a third trickling
     a body, each sending one byte every TRICKLE_S from one thread."""
 
-    def __init__(self, served: Served, n: int) -> None:
+    def __init__(self, served: ServeProcess, n: int) -> None:
         self.selector = selectors.DefaultSelector()
         self.socks: list[tuple[socket.socket, bytes]] = []
         body_head = (
@@ -295,4 +247,4 @@ def test_200_slow_connections_starve_neither_health_nor_a_real_job() -> None:
     finally:
         if attackers is not None:
             attackers.close()
-        stop(served)
+        served.stop()
