@@ -104,9 +104,13 @@ def recording() -> dict[str, list[Rule]]:
             f"count by ({BY}) (cuzk_gpu_worker_busy{{{J}}})", "GPU workers per engine."),
         rec("instance:cuzk_gpu_queue_nonempty:bool",
             f'sum by ({BY}) (cuzk_partitions{{{J}, phase="queued_gpu"}}) > bool 0\n'
-            f"or on ({BY})\n0 * group by ({BY}) (cuzk_build_info{{{J}}})",
+            f"or on ({BY})\n0 * group by ({BY}) (cuzk_build_info{{{J}}})\n"
+            f"or on ({BY})\n0 * group by ({BY}) (up{{{J}}})",
             "1 while partitions wait for a GPU (phase queued_gpu), else 0; an engine that "
-            "exports no queued_gpu series counts as an empty queue."),
+            "exports no queued_gpu series, or cannot be scraped, counts as an empty queue. An "
+            "outage is CuzkTargetDown's business: without the 0s its last samples before it "
+            "went down would fill the whole window (a queue that held work all along, beside "
+            "workers that took none), and the idle alert would go pending on a stopped engine."),
         rec("instance:cuzk_gpu_queue_nonempty:ratio5m",
             "avg_over_time(instance:cuzk_gpu_queue_nonempty:bool[5m])",
             "Share of the last 5 minutes in which the GPU queue held work. While the queue "
