@@ -494,8 +494,8 @@ def test_engine_and_prometheus_end_to_end(stack):
         fed += [_submit(base, KINDS[(len(fed) + i) % 2]) for i in range(int(target - in_flight))]
         if time.monotonic() - checked_at >= 2:
             checked_at = time.monotonic()
-            if evidence():
-                break
+            if evidence() or prom.active({IDLE}, t0, time.time()):
+                break  # enough evidence, or the idle check below fails already
         if time.monotonic() > feed_until:
             pytest.fail(f"no evidence after feeding {len(fed)} jobs for 90 s: queue peak "
                         f"{queue_peak()}, busy shares up to {max(busy_shares(), default=0)}")
