@@ -104,6 +104,10 @@ class RealProver:
         self._circuits_lock = threading.Lock()
         self._vks: dict[str, tuple[tuple[str, int, int], dict]] = {}
 
+    def lanes_per_device(self) -> dict[str, int]:
+        """Lanes (one per GPU worker) on each CUDA device; empty on the CPU backend."""
+        return {device: len(pool.lanes) for device, pool in self._lanes.items()}
+
     def device_memory_bytes(self, device: str) -> int | None:
         backend = self._backends.get(device)
         if backend is None or not hasattr(backend, "memory_info"):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 from types import SimpleNamespace
+from typing import ClassVar
 
 import pytest
 
@@ -27,7 +28,7 @@ class RecordingDevice:
     """Stands in for CudaBackend: records uploads (with what the device budget held for keys
     at that moment) and hands out lanes."""
 
-    instances: list[RecordingDevice] = []
+    instances: ClassVar[list[RecordingDevice]] = []
 
     def __init__(self, index: int) -> None:
         self.device = f"cuda:{index}"
@@ -82,6 +83,7 @@ def test_each_worker_of_a_device_gets_its_own_lane_and_they_run_together(cuda_pr
                                                                          monkeypatch):
     prover, device = cuda_prover
     assert prover.devices == ["cuda:0"] and len(device.made_lanes) == 2
+    assert prover.lanes_per_device() == {"cuda:0": 2}
     inside = threading.Barrier(2, timeout=BOUND_S)
     used: list = []
 
