@@ -18,13 +18,16 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
+import uvicorn
 
-_LISTENING = re.compile(r"cuzk listening on (http://127\.0\.0\.1:\d+)")
+_LISTENING = re.compile(r"cuzk listening on (http://127\.0\.0\.1:(\d+))(?: \(backend (\w+))?")
 
 
 class ServeFailed(RuntimeError):
@@ -35,16 +38,24 @@ class ServeProcess:
     """``ServeProcess(env).start()`` -> URL; ``ready()``; ``kill()`` / ``terminate()``; ``wait()``.
 
     ``env`` is the whole environment of the child; ``CUZK_SERVER_LISTEN`` defaults to
-    ``127.0.0.1:0`` (a free port, read back from the log line that names it).
+    ``127.0.0.1:0`` (a free port, read back from the log line that names it). ``keep_lines``
+    bounds the output kept (the last lines) for a server that runs for hours.
     """
 
-    def __init__(self, env: Mapping[str, str], args: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        env: Mapping[str, str],
+        args: tuple[str, ...] = (),
+        keep_lines: int | None = None,
+    ) -> None:
         self.env = {"CUZK_SERVER_LISTEN": "127.0.0.1:0", **env}
         self.args = args
         self.proc: subprocess.Popen[str] | None = None
         self.url: str | None = None
+        self.port = 0
+        self.backend: str | None = None  # as the listening line names it
         self.started_at = 0.0
-        self._lines: list[str] = []
+        self._lines: deque[str] = deque(maxlen=keep_lines)
         self._lock = threading.Lock()
         self._listening = threading.Event()
         self._reader: threading.Thread | None = None
@@ -81,7 +92,7 @@ class ServeProcess:
                 self._lines.append(line)
             m = _LISTENING.search(line)
             if m and self.url is None:
-                self.url = m.group(1)
+                self.url, self.port, self.backend = m.group(1), int(m.group(2)), m.group(3)
                 self._listening.set()
 
     def ready(self, timeout: float = 60.0) -> float:
@@ -110,6 +121,17 @@ class ServeProcess:
         if self.proc is not None and self.proc.poll() is None:
             os.kill(self.proc.pid, sig)
 
+    def stop(self, timeout: float = 30.0) -> int | None:
+        """SIGTERM, then ``kill -9`` if it has not exited within ``timeout``; the exit status."""
+        if self.proc is None:
+            return None
+        self.signal(signal.SIGTERM)
+        try:
+            return self.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return self.proc.returncode
+
     def wait(self, timeout: float) -> int:
         """The exit status (after the output is read to its end)."""
         assert self.proc is not None
@@ -117,6 +139,15 @@ class ServeProcess:
         if self._reader is not None:
             self._reader.join(5)
         return code
+
+    @property
+    def host(self) -> str:
+        return "127.0.0.1"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
 
     @property
     def running(self) -> bool:
@@ -134,6 +165,35 @@ class ServeProcess:
         self.kill()
 
 
+@contextmanager
+def uvicorn_in_thread(config: uvicorn.Config, timeout: float = 10.0) -> Iterator[str]:
+    """An app under uvicorn in a thread of this process, for tests that need a real socket but
+    a stand-in engine: yields its URL once it listens (port 0 in ``config``: a free one), stops
+    it on exit."""
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            raise ServeFailed(f"uvicorn did not start within {timeout:g}s")
+        time.sleep(0.01)
+    host, port = server.servers[0].sockets[0].getsockname()[:2]
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout)
+
+
+def clean_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``base`` (default: this process's environment) without any ``CUZK_*``/``OTEL_*``
+    setting, so a child server runs on its embedded defaults."""
+    source = os.environ if base is None else base
+    return {k: v for k, v in source.items() if not k.startswith(("CUZK_", "OTEL_"))}
+
+
 def serve_env(
     journal: Path | None,
     keys_dir: Path | None = None,
@@ -143,8 +203,7 @@ def serve_env(
     """An environment for a private server: no inherited ``CUZK_*``/``OTEL_*`` settings, CPU
     backend, tracing off, the given journal (None: journal disabled) and key cache.
     ``settings``: more ``CUZK_*`` variables, e.g. ``CUZK_SERVER_DRAIN_TIMEOUT_S="10"``."""
-    source = os.environ if base is None else base
-    env = {k: v for k, v in source.items() if not k.startswith(("CUZK_", "OTEL_"))}
+    env = clean_env(base)
     env |= {"CUZK_ENGINE_BACKEND": "cpu", "CUZK_TELEMETRY_TRACING": "false"}
     if journal is None:
         env["CUZK_JOURNAL_ENABLED"] = "false"

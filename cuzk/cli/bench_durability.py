@@ -37,6 +37,7 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
+from cuzk.cli._bench_server import add_server_bench_args, keys_dir, sample_inputs
 from cuzk.protocol import PRIORITIES, TERMINAL_STATES
 from cuzk.serve_process import ServeProcess, read_journal, serve_env, submit_until_accepted
 
@@ -59,23 +60,14 @@ def register(sub: Any) -> None:
                    help="a kill comes up to this long after a life's first accepted submit")
     p.add_argument("--cost-jobs", type=int, default=16, help="jobs per journal-cost run")
     p.add_argument("--cost-repeats", type=int, default=3, help="journal on/off pairs")
-    p.add_argument("--backend", default="cpu", choices=["auto", "cpu", "cuda"])
-    p.add_argument("--keys-dir", default=None, help="proving key cache (default: the server's)")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--budget-s", type=float, default=3600.0, help="give up after this long")
-    p.add_argument("--json", type=Path, help="also write the figures as JSON here")
+    add_server_bench_args(p, backend="cpu")
     p.set_defaults(func=run_durability)
-
-
-def _inputs(kind: str) -> dict[str, Any]:
-    from cuzk.circuits.registry import bundled_circuits
-
-    return json.loads(Path(bundled_circuits()[kind].sample_input_path).read_text())
 
 
 def _backlog(n: int, window_partitions: int, seed: int, tag: str) -> list[dict[str, Any]]:
     rng = random.Random(seed)
-    win, window = _inputs("winning-post"), _inputs("window-post")
+    win, window = sample_inputs("winning-post"), sample_inputs("window-post")
     jobs = []
     for i in range(n):
         if i % 3 == 2:
@@ -92,7 +84,7 @@ def _backlog(n: int, window_partitions: int, seed: int, tag: str) -> list[dict[s
 
 def _env(args: argparse.Namespace, journal: Path | None) -> dict[str, str]:
     env = serve_env(
-        journal, Path(args.keys_dir).expanduser() if args.keys_dir else None,
+        journal, keys_dir(args),
         CUZK_PROOF_KINDS_WINDOW_POST_PARTITIONS=str(args.window_partitions),
     )  # fmt: skip
     env["CUZK_ENGINE_BACKEND"] = args.backend

@@ -32,8 +32,6 @@ import secrets
 import selectors
 import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -44,7 +42,9 @@ from typing import Any
 
 import httpx
 
+from cuzk.cli._bench_server import add_server_bench_args, keys_dir, sample_inputs
 from cuzk.protocol import TERMINAL_STATES
+from cuzk.serve_process import ServeProcess
 
 MAX_MINUTES = 24 * 60
 HEADER_TIMEOUT_S = 2.0
@@ -67,8 +67,6 @@ def register(sub: Any) -> None:
     p.add_argument("--jobs-in-flight", type=int, default=2, help="concurrent job clients")
     p.add_argument("--slow-clients", type=int, default=20, help="slow connections kept open")
     p.add_argument("--bad-per-second", type=float, default=5.0, help="bad requests per second")
-    p.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"])
-    p.add_argument("--keys-dir", default=None, help="proving key cache (default: the server's)")
     p.add_argument(
         "--retention-jobs",
         type=int,
@@ -76,8 +74,7 @@ def register(sub: Any) -> None:
         help="the server's journal.retention_jobs: small, so the job history is full before the"
         " trend is measured (default 50)",
     )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", type=Path, help="also write the figures as JSON here")
+    add_server_bench_args(p, backend="auto")
     p.set_defaults(func=run_soak)
 
 
@@ -86,13 +83,12 @@ def register(sub: Any) -> None:
 
 @dataclass
 class Server:
-    proc: subprocess.Popen[str]
+    process: ServeProcess
     url: str
     token: str
-    log: list[str] = field(default_factory=list)
 
     def sample(self) -> dict[str, float]:
-        pid = self.proc.pid
+        pid = self.process.pid
         status = Path(f"/proc/{pid}/status").read_text()
         rss_kib = int(re.search(r"^VmRSS:\s+(\d+)", status, re.M).group(1))  # type: ignore[union-attr]
         threads = int(re.search(r"^Threads:\s+(\d+)", status, re.M).group(1))  # type: ignore[union-attr]
@@ -119,36 +115,10 @@ def start_server(args: argparse.Namespace) -> Server:
         "CUZK_JOURNAL_RETENTION_JOBS": str(args.retention_jobs),
     }
     if args.keys_dir:
-        env["CUZK_ENGINE_KEYS_DIR"] = str(Path(args.keys_dir).expanduser().resolve())
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cuzk.cli.main", "serve"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-    )
-    assert proc.stdout is not None
-    lines: list[str] = []
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        m = re.search(r"cuzk listening on (http://127\.0\.0\.1:\d+)", line)
-        if m:
-            server = Server(proc, m.group(1), token, lines)
-            threading.Thread(target=_drain_log, args=(server,), daemon=True).start()
-            return server
-    proc.kill()
-    raise RuntimeError("cuzk serve did not start:\n" + "".join(lines[-20:]))
-
-
-def _drain_log(server: Server) -> None:
-    assert server.proc.stdout is not None
-    for line in server.proc.stdout:
-        server.log.append(line)
-        del server.log[:-200]
+        env["CUZK_ENGINE_KEYS_DIR"] = str(keys_dir(args))
+    process = ServeProcess(env, keep_lines=200)
+    url = process.start(timeout=120)
+    return Server(process, url, token)
 
 
 # --------------------------------------------------------------------------- the load
@@ -338,11 +308,11 @@ def run_soak(args: argparse.Namespace) -> int:
     if args.kind not in circuits:
         console.print(f"--kind must be a bundled proof kind: {', '.join(circuits)}")
         return 2
-    inputs = json.loads(Path(circuits[args.kind].sample_input_path).read_text())
+    inputs = sample_inputs(args.kind)
     partitions = int(circuits[args.kind].partitions)
     server = start_server(args)
     console.print(
-        f"soak: cuzk serve pid {server.proc.pid} at {server.url}; {args.minutes:g} min;"
+        f"soak: cuzk serve pid {server.process.pid} at {server.url}; {args.minutes:g} min;"
         f" journal.retention_jobs = {args.retention_jobs} (a temporary journal)"
     )
     tally = Tally()
@@ -389,7 +359,7 @@ def run_soak(args: argparse.Namespace) -> int:
         while time.monotonic() < end:
             time.sleep(max(0.0, min(args.sample_every, end - time.monotonic())))
             samples.append(_sample(server, admin, start))
-            if server.proc.poll() is not None:
+            if not server.process.running:
                 console.print("the server exited during the soak")
                 break
         load_s = time.monotonic() - start
@@ -418,16 +388,12 @@ def run_soak(args: argparse.Namespace) -> int:
         admin.close()
     finally:
         stop.set()
-        server.proc.terminate()
-        try:
-            server.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            server.proc.kill()
+        server.process.stop(60)
 
     measured = [s for s in samples if s["t"] >= WARMUP_FRACTION * load_s]
     kept = 100 - 100 * WARMUP_FRACTION
     table = Table(
-        title=f"cuzk bench soak: {load_s / 60:.1f} min of load, server pid {server.proc.pid}"
+        title=f"cuzk bench soak: {load_s / 60:.1f} min of load, server pid {server.process.pid}"
         f" (trend over the last {kept:.0f}%)"
     )
     for col in ("series", "first", "last", "min", "max", "growth / hour", "rise", "noise",

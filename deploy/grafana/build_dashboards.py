@@ -81,6 +81,24 @@ def _defaults(unit: str, *, minimum=None, maximum=None, decimals=None, threshold
     return d
 
 
+def _panel(kind: str, title: str, description: str, targets: list[dict], defaults: dict,
+           options: dict, size: tuple[int, int], *, overrides=None, datasource=DS,
+           **extra) -> dict:
+    """What every query panel has: type, title, description, data source, targets, field
+    config, options and its size on the grid (``_size``, laid out by ``dashboard``)."""
+    return {
+        "type": kind,
+        "title": title,
+        "description": description,
+        "datasource": datasource,
+        "targets": targets,
+        "fieldConfig": {"defaults": defaults, "overrides": overrides or []},
+        "options": options,
+        "_size": size,
+        **extra,
+    }
+
+
 def timeseries(title: str, description: str, unit: str, targets: list[dict], *,
                stack: bool = False, minimum=0, maximum=None, overrides=None, links=None,
                w: int = 12, h: int = 8) -> dict:
@@ -94,44 +112,27 @@ def timeseries(title: str, description: str, unit: str, targets: list[dict], *,
         "spanNulls": False,
         "stacking": {"mode": "normal" if stack else "none", "group": "A"},
     }
-    return {
-        "type": "timeseries",
-        "title": title,
-        "description": description,
-        "datasource": DS,
-        "targets": refs(*targets),
-        "fieldConfig": {"defaults": defaults, "overrides": overrides or []},
-        "options": {
-            "legend": {"displayMode": "table", "placement": "bottom", "showLegend": True,
-                       "calcs": ["lastNotNull", "max"]},
-            "tooltip": {"mode": "multi", "sort": "desc"},
-        },
-        "_size": (w, h),
+    options = {
+        "legend": {"displayMode": "table", "placement": "bottom", "showLegend": True,
+                   "calcs": ["lastNotNull", "max"]},
+        "tooltip": {"mode": "multi", "sort": "desc"},
     }
+    return _panel("timeseries", title, description, refs(*targets), defaults, options, (w, h),
+                  overrides=overrides)
 
 
 def stat(title: str, description: str, unit: str, target: dict, *, thresholds=None,
          decimals=None, w: int = 4, h: int = 4) -> dict:
     """A single-value stat panel."""
-    return {
-        "type": "stat",
-        "title": title,
-        "description": description,
-        "datasource": DS,
-        "targets": refs(target),
-        "fieldConfig": {
-            "defaults": _defaults(unit, thresholds=thresholds, decimals=decimals),
-            "overrides": [],
-        },
-        "options": {
-            "colorMode": "value",
-            "graphMode": "area",
-            "justifyMode": "auto",
-            "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
-            "textMode": "auto",
-        },
-        "_size": (w, h),
+    options = {
+        "colorMode": "value",
+        "graphMode": "area",
+        "justifyMode": "auto",
+        "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+        "textMode": "auto",
     }
+    return _panel("stat", title, description, refs(target),
+                  _defaults(unit, thresholds=thresholds, decimals=decimals), options, (w, h))
 
 
 def table(title: str, description: str, unit: str, targets: list[dict], *,
@@ -151,46 +152,32 @@ def table(title: str, description: str, unit: str, targets: list[dict], *,
          "properties": [{"id": "unit", "value": u}]}
         for name, u in (units or {}).items()
     ]
-    return {
-        "type": "table",
-        "title": title,
-        "description": description,
-        "datasource": DS,
-        "targets": refs(*targets),
-        "fieldConfig": {"defaults": _defaults(unit, links=links), "overrides": overrides},
-        "options": {"showHeader": True, "cellHeight": "sm",
-                    "footer": {"show": False, "reducer": ["sum"], "fields": ""}},
-        "transformations": transformations,
-        "_size": (w, h),
-    }
+    options = {"showHeader": True, "cellHeight": "sm",
+               "footer": {"show": False, "reducer": ["sum"], "fields": ""}}
+    return _panel("table", title, description, refs(*targets), _defaults(unit, links=links),
+                  options, (w, h), overrides=overrides, transformations=transformations)
 
 
-def heatmap(title: str, description: str, target: dict, *, w: int = 12, h: int = 8) -> dict:
-    """A heatmap of histogram buckets (with exemplars)."""
-    return {
-        "type": "heatmap",
-        "title": title,
-        "description": description,
-        "datasource": DS,
-        "targets": refs(target),
-        "fieldConfig": {
-            "defaults": {"unit": "s", "custom": {"scaleDistribution": {"type": "linear"}}},
-            "overrides": [],
-        },
-        "options": {
-            "calculate": False,
-            "cellGap": 1,
-            "color": {"mode": "scheme", "scheme": "Oranges", "steps": 64, "exponent": 0.5,
-                      "fill": "dark-orange", "scale": "exponential", "reverse": False},
-            "exemplars": {"color": "rgba(255,0,255,0.7)"},
-            "filterValues": {"le": 1e-9},
-            "rowsFrame": {"layout": "auto"},
-            "tooltip": {"mode": "single", "yHistogram": False},
-            "yAxis": {"axisPlacement": "left", "unit": "s"},
-            "legend": {"show": True},
-        },
-        "_size": (w, h),
+def heatmap(title: str, description: str, histogram: str, selector: str, *, w: int = 12,
+            h: int = 8) -> dict:
+    """A heatmap of a histogram's bucket rates under ``selector`` (with exemplars)."""
+    target = q(f"sum by (le) (rate({histogram}_bucket{{{selector}}}[{RI}]))", "{{le}}",
+               exemplar=True, fmt="heatmap")
+    options = {
+        "calculate": False,
+        "cellGap": 1,
+        "color": {"mode": "scheme", "scheme": "Oranges", "steps": 64, "exponent": 0.5,
+                  "fill": "dark-orange", "scale": "exponential", "reverse": False},
+        "exemplars": {"color": "rgba(255,0,255,0.7)"},
+        "filterValues": {"le": 1e-9},
+        "rowsFrame": {"layout": "auto"},
+        "tooltip": {"mode": "single", "yHistogram": False},
+        "yAxis": {"axisPlacement": "left", "unit": "s"},
+        "legend": {"show": True},
     }
+    return _panel("heatmap", title, description, refs(target),
+                  {"unit": "s", "custom": {"scaleDistribution": {"type": "linear"}}}, options,
+                  (w, h))
 
 
 def status_history(title: str, description: str, target: dict, *, links=None,
@@ -198,42 +185,23 @@ def status_history(title: str, description: str, target: dict, *, links=None,
     """One row per series, one coloured cell per time step: readable for 64 workers."""
     steps = [{"color": "red", "value": None}, {"color": "orange", "value": 0.05},
              {"color": "green", "value": 0.5}]
-    return {
-        "type": "status-history",
-        "title": title,
-        "description": description,
-        "datasource": DS,
-        "maxDataPoints": 60,
-        "targets": refs(target),
-        "fieldConfig": {
-            "defaults": {**_defaults("percentunit", minimum=0, maximum=1, thresholds=steps,
-                                     links=links),
-                         "color": {"mode": "thresholds"}},
-            "overrides": [],
-        },
-        "options": {"showValue": "never", "rowHeight": 0.85, "colWidth": 0.95,
-                    "legend": {"displayMode": "list", "placement": "bottom",
-                               "showLegend": False},
-                    "tooltip": {"mode": "single", "sort": "none"}},
-        "_size": (w, h),
-    }
+    defaults = {**_defaults("percentunit", minimum=0, maximum=1, thresholds=steps, links=links),
+                "color": {"mode": "thresholds"}}
+    options = {"showValue": "never", "rowHeight": 0.85, "colWidth": 0.95,
+               "legend": {"displayMode": "list", "placement": "bottom", "showLegend": False},
+               "tooltip": {"mode": "single", "sort": "none"}}
+    return _panel("status-history", title, description, refs(target), defaults, options,
+                  (w, h), maxDataPoints=60)
 
 
 def traces(title: str, description: str, operation: str, *, w: int = 24, h: int = 9) -> dict:
     """Recent traces from Jaeger: a search for one operation slower than $slow."""
-    return {
-        "type": "table",
-        "title": title,
-        "description": description,
-        "datasource": JAEGER,
-        "targets": [{"datasource": JAEGER, "queryType": "search", "service": "cuzk",
-                     "operation": operation, "minDuration": "$slow", "limit": 20,
-                     "refId": "A"}],
-        "fieldConfig": {"defaults": {"unit": "ms"}, "overrides": []},
-        "options": {"showHeader": True, "cellHeight": "sm",
-                    "sortBy": [{"displayName": "Duration", "desc": True}]},
-        "_size": (w, h),
-    }
+    search = {"datasource": JAEGER, "queryType": "search", "service": "cuzk",
+              "operation": operation, "minDuration": "$slow", "limit": 20, "refId": "A"}
+    options = {"showHeader": True, "cellHeight": "sm",
+               "sortBy": [{"displayName": "Duration", "desc": True}]}
+    return _panel("table", title, description, [search], {"unit": "ms"}, options, (w, h),
+                  datasource=JAEGER)
 
 
 def text(title: str, content: str, *, w: int = 24, h: int = 10) -> dict:
@@ -626,9 +594,7 @@ def pipeline() -> dict:
         heatmap(
             "Job duration distribution (succeeded)",
             "Histogram of succeeded jobs' durations over time (cuzk_job_duration_seconds "
-            "buckets) for the selected proof kinds, with trace exemplars.",
-            q(f"sum by (le) (rate({job}_bucket{{{ok}}}[{RI}]))", "{{le}}", exemplar=True,
-              fmt="heatmap")),
+            "buckets) for the selected proof kinds, with trace exemplars.", job, ok),
         timeseries(
             "Jobs submitted and finished per second",
             "Submissions (cuzk_jobs_submitted_total) against finished jobs by outcome "
@@ -680,9 +646,7 @@ def pipeline() -> dict:
         heatmap(
             "Partition phase duration distribution",
             "Histogram of partition phase durations for all phases of the selected proof "
-            "kinds, with trace exemplars.",
-            q(f"sum by (le) (rate({phase}_bucket{{{sel}}}[{RI}]))", "{{le}}", exemplar=True,
-              fmt="heatmap")),
+            "kinds, with trace exemplars.", phase, sel),
         timeseries(
             "Backlog and drain time",
             "Jobs queued (instance:cuzk_jobs_queued:sum) and the seconds they would take to "
@@ -932,25 +896,42 @@ def render() -> dict[str, str]:
             for name, build in DASHBOARDS.items()}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true",
-                        help="fail if the committed JSON differs from what this script makes")
-    args = parser.parse_args(argv)
+def write_or_check(files: dict[str, str], out_dir: Path, *, check: bool) -> list[str]:
+    """Write generated files (name -> text) into ``out_dir``; with ``check``, write nothing and
+    return the names whose committed copy is missing or differs. Shared with build_rules.py."""
     stale = []
-    for name, text_ in render().items():
-        path = OUT_DIR / name
-        if args.check:
-            if not path.exists() or path.read_text() != text_:
+    for name, content in files.items():
+        path = out_dir / name
+        if check:
+            if not path.exists() or path.read_text() != content:
                 stale.append(name)
         else:
-            OUT_DIR.mkdir(parents=True, exist_ok=True)
-            path.write_text(text_)
+            out_dir.mkdir(parents=True, exist_ok=True)
+            path.write_text(content)
+    return stale
+
+
+def generator_main(argv: list[str] | None, *, doc: str, what: str, script: str,
+                   out_dir: Path, render_files, add_options=None) -> int:
+    """The command line both generators share: write the files, or with --check exit 1 when
+    the committed ones are stale. ``render_files(args)`` makes name -> text."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--check", action="store_true",
+                        help=f"fail if the committed {what} differ from what this script makes")
+    if add_options is not None:
+        add_options(parser)
+    args = parser.parse_args(argv)
+    stale = write_or_check(render_files(args), out_dir, check=args.check)
     if stale:
-        print("stale dashboards (run deploy/grafana/build_dashboards.py): " + ", ".join(stale),
-              file=sys.stderr)
+        print(f"stale {what} (run {script}): " + ", ".join(stale), file=sys.stderr)
         return 1
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return generator_main(argv, doc=__doc__, what="dashboards",
+                          script="deploy/grafana/build_dashboards.py", out_dir=OUT_DIR,
+                          render_files=lambda _args: render())
 
 
 if __name__ == "__main__":

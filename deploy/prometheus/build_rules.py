@@ -596,27 +596,17 @@ def alert_names() -> list[str]:
     return [r.alert for rules in alerts().values() for r in rules]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true",
-                        help="fail if the committed files differ from what this script makes")
+def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--grafana-url", default=os.environ.get("CUZK_GRAFANA_URL",
                                                                 DEFAULT_GRAFANA_URL),
                         help="Grafana root URL the runbook and dashboard links start with")
-    args = parser.parse_args(argv)
-    stale = []
-    for name, text in render(args.grafana_url).items():
-        path = RULES_DIR / name
-        if args.check:
-            if not path.exists() or path.read_text() != text:
-                stale.append(name)
-        else:
-            path.write_text(text)
-    if stale:
-        print("stale rule files (run deploy/prometheus/build_rules.py): " + ", ".join(stale),
-              file=sys.stderr)
-        return 1
-    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return dashboards.generator_main(
+        argv, doc=__doc__, what="rule files", script="deploy/prometheus/build_rules.py",
+        out_dir=RULES_DIR, render_files=lambda args: render(args.grafana_url),
+        add_options=_options)
 
 
 if __name__ == "__main__":

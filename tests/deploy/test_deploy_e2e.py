@@ -9,16 +9,23 @@ shipped rule files every second and sends alerts to Alertmanager (null receiver)
    another circuit's after the engine checked it at start, which fails). The GPU queue must
    hold work for at least half of the idle alert's window at some point
    (`instance:cuzk_gpu_queue_nonempty:ratio5m >= 0.5`) and workers must be both busy and idle
-   in the phase; the idle alert must never be pending or firing.
+   in the phase; the idle alert must never be pending or firing. The test drives these
+   conditions instead of hoping for them: it waits for the busy share to fall after the first
+   burst, and the second burst keeps the pipeline full (sized from the engine's partitions in
+   flight and its GPU queue) until Prometheus shows the evidence, within a bound.
 2. GPU workers paused with jobs queued: the idle condition itself becomes true (busy < 5%
    while the queue holds work), yet the idle alert stays inactive because the pause suppresses
-   it, and CuzkGpuWorkersPausedWithQueuedWork becomes active instead. (An engine that does not
+   it, and CuzkGpuWorkersPausedWithQueuedWork becomes active instead. The pause lasts until the
+   queued jobs have waited past the winning-post latency bound, so they finish slow and the
+   latency objective's panels have data. (An engine that does not
    export cuzk_gpu_workers_paused cannot tell a pause from a wedge; there the idle alert must
    become active instead.)
 3. The engine is stopped (SIGTERM, drained) with jobs queued: CuzkTargetDown fires. It is
    started again on the same port and journal with a 14 MiB memory budget: it recovers the
-   journaled jobs, proves them and a burst of new ones with memory waits and proving-key
-   evictions, and the restart shows in instance:cuzk_engine_restarts:changes1h.
+   journaled jobs, proves them and bursts of new ones with memory waits and proving-key
+   evictions (bursts after a scrape of the new process, until Prometheus sees the eviction
+   counter rise between two scrapes), and the restart shows in
+   instance:cuzk_engine_restarts:changes1h.
 4. Every PromQL query of every dashboard (panels, template variables, alert annotations)
    returns at least one non-zero sample over the run, and every recording rule returns data.
    Skipped by name, with the reason: panels on NVML/device-budget metrics on the CPU backend,
@@ -268,6 +275,26 @@ def _substitute(expr: str, job: str, instance: str, range_s: int) -> str:
     return out
 
 
+def _partitions(base: str) -> dict[str, float]:
+    """The engine's unfinished partitions by phase, read from its /metrics."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(_text(f"{base}/metrics")):
+        if family.name == "cuzk_partitions":
+            for sample in family.samples:
+                phase = sample.labels["phase"]
+                out[phase] = out.get(phase, 0.0) + sample.value
+    return out
+
+
+def _slo_bound_s(kind: str) -> float:
+    """The latency bound of ``kind`` in the shipped latency-objective recording rule."""
+    expr = next(r["expr"] for r in recording_rules()
+                if r["record"] == "instance_proof_kind:cuzk_job_latency_slo_errors:ratio_rate1h")
+    return float(re.search(rf'proof_kind="{kind}", le=~"(\d+)', expr).group(1))
+
+
 def _inputs(kind: str) -> list[dict]:
     source = "window-post" if kind == BROKEN_KIND else kind
     path = ROOT / "cuzk" / "circuits" / "data" / source / "input.json"
@@ -402,9 +429,6 @@ def stack(tmp_path):
         s.stop()
 
 
-# Timing-dependent on a fast, quiet machine (which phases show evictions and slow jobs inside the
-# compressed windows): retried, so a real regression still fails three runs in a row.
-@pytest.mark.flaky(reruns=2)
 def test_engine_and_prometheus_end_to_end(stack):
     s, prom = stack
     base, inst = s.base, s.instance
@@ -444,17 +468,40 @@ def test_engine_and_prometheus_end_to_end(stack):
         shares = busy_shares()
         return queue_peak() >= 0.5 and bool(shares) and max(shares) > 0.5
 
-    # Further bursts, each twice the last, until the queue has held work for half of the
-    # (compressed) window and a worker was busy for most of it: a fast machine drains a small
-    # burst before that, a slow one needs only the first. Bounded: 6+12+24+48 jobs at most.
-    for size in (6, 12, 24, 48):
-        time.sleep(4)  # idle gap: the workers' busy share falls between the bursts
-        jobs = [_submit(base, KINDS[i % 2]) for i in range(size)]
-        for job in _await(base, jobs, left(100)):
-            trace_ids.add(job["trace_id"])
-        time.sleep(2)
-        if evidence():
-            break
+    def scraped_after(moment: float) -> bool:
+        """Prometheus has a sample of the engine taken after ``moment``."""
+        return (prom.scalar(f"timestamp(up{sel} == 1)") or 0) > moment
+
+    # Idle gap: wait until every worker's busy share has fallen (a bound, not a sleep), so the
+    # phase is bursty by construction.
+    _wait_for("the workers' busy share to fall after the first burst", lambda: (
+        shares := [float(r["value"][1]) for r in prom.query(
+            f"instance_worker:cuzk_gpu_worker_busy:ratio_rate5m{sel}")]) and max(shares) < 0.2,
+        30, procs=s.procs)
+    # Second burst, sized from what the engine shows rather than fixed: keep the pipeline full
+    # (more partitions in flight whenever the GPU queue runs dry with it full) until the queue
+    # has held work for half of the (compressed) window and a worker was busy for most of it.
+    # A fast machine drains any fixed burst before that; a slow one needs few jobs.
+    fed: list[dict] = []
+    target, most = 8, 48  # partitions in flight
+    feed_until = time.monotonic() + 90
+    checked_at = time.monotonic()
+    while True:
+        parts = _partitions(base)
+        in_flight = sum(parts.values())
+        if not parts.get("queued_gpu") and in_flight >= target:
+            target = min(most, target + 4)
+        fed += [_submit(base, KINDS[(len(fed) + i) % 2]) for i in range(int(target - in_flight))]
+        if time.monotonic() - checked_at >= 2:
+            checked_at = time.monotonic()
+            if evidence():
+                break
+        if time.monotonic() > feed_until:
+            pytest.fail(f"no evidence after feeding {len(fed)} jobs for 90 s: queue peak "
+                        f"{queue_peak()}, busy shares up to {max(busy_shares(), default=0)}")
+        time.sleep(0.25)
+    for job in _await(base, fed, left(100)):
+        trace_ids.add(job["trace_id"])
     t1 = time.time()
     active = prom.active({IDLE}, t0, t1)
     assert not active, f"{IDLE} was active under normal load: {active}"
@@ -488,6 +535,11 @@ def test_engine_and_prometheus_end_to_end(stack):
         else:
             _wait_for(f"{IDLE} to become active while workers are stopped",
                       lambda: prom.active({IDLE}, paused_at, time.time()), 30, procs=s.procs)
+        # Keep the pause until the queued jobs have waited past the winning-post latency bound:
+        # they finish slow, which the latency objective's panels and burn rates must show.
+        slow_s = _slo_bound_s("winning-post") + 1
+        _wait_for(f"the paused jobs to wait {slow_s:.0f} s", lambda: (
+            time.time() - paused_at > slow_s), slow_s + 5, procs=s.procs)
     finally:
         _http(f"{base}/v1/workers/resume", {})
     for job in _await(base, paused, left(60)):
@@ -504,10 +556,24 @@ def test_engine_and_prometheus_end_to_end(stack):
               lambda: "firing" in prom.active({"CuzkTargetDown"}, down_at, time.time()).get(
                   "CuzkTargetDown", set()), 30)
     s.start_engine(CUZK_ENGINE_MEMORY_BUDGET_BYTES=STARVED_BUDGET)
-    starved = [_submit(base, KINDS[i % 2]) for i in range(4)]
-    for job in _await(base, parked + starved, left(20)):
+    restarted_at = time.time()
+    for job in _await(base, parked, left(40)):
         trace_ids.add(job["trace_id"])
-    time.sleep(3)
+    # Evictions must show in a rate, so at least one must fall between two scrapes of the new
+    # process (the recovered jobs may evict before its first scrape): after a scrape, bursts of
+    # both kinds under the starved budget until Prometheus sees the counter rise.
+    _wait_for("a scrape of the restarted engine", lambda: scraped_after(restarted_at), 15,
+              procs=(s.engine,))
+    evictions = f"sum(rate(cuzk_memory_evictions_total{sel}[4s]))"
+    for _ in range(3):
+        starved = [_submit(base, KINDS[i % 2]) for i in range(4)]
+        for job in _await(base, starved, left(20)):
+            trace_ids.add(job["trace_id"])
+        done_at = time.time()
+        _wait_for("two scrapes after the burst", lambda t=done_at + 1: scraped_after(t), 15,
+                  procs=(s.engine,))
+        if _nonzero(prom.query_range(evictions, restarted_at, time.time())):
+            break
     end = time.time()
     assert prom.scalar(f"max(instance:cuzk_engine_restarts:changes1h{sel})") >= 1
     assert prom.scalar(f"sum(cuzk_jobs_recovered_total{sel})") >= 1

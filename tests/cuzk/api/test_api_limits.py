@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-import uvicorn
 
 from cuzk.api.app import create_app
 from cuzk.api.server import uvicorn_config
 from cuzk.config import Config, ServerConfig
 from cuzk.engine.engine import Engine
+from cuzk.serve_process import uvicorn_in_thread
 from cuzk.testing import ScriptedProver
 
 
@@ -26,27 +25,12 @@ def metric_value(exposition: str, name: str, reason: str) -> float:
     raise AssertionError(f"{name}{{reason={reason!r}}} not exported")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def serve_in_thread(engine: Engine, **server: object) -> Iterator[str]:
-    port = _free_port()
-    config = Config(server=ServerConfig(listen=f"127.0.0.1:{port}", **server))  # type: ignore[arg-type]
-    srv = uvicorn.Server(uvicorn_config(create_app(engine, config), config, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not srv.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        srv.should_exit = True
-        thread.join(10)
+    config = Config(server=ServerConfig(listen="127.0.0.1:0", **server))  # type: ignore[arg-type]
+    with uvicorn_in_thread(
+        uvicorn_config(create_app(engine, config), config, log_level="warning")
+    ) as url:
+        yield url
 
 
 @pytest.fixture

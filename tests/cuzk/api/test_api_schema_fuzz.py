@@ -5,14 +5,10 @@ the routes, middleware and server protocol are the real ones."""
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections.abc import Iterator
 
 import pytest
 import schemathesis
-import uvicorn
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
@@ -29,6 +25,7 @@ from cuzk.api.app import create_app
 from cuzk.api.server import uvicorn_config
 from cuzk.config import Config, ServerConfig
 from cuzk.engine.engine import Engine
+from cuzk.serve_process import uvicorn_in_thread
 
 TOKEN = "schema-fuzz-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -44,22 +41,13 @@ CHECKS = [
 
 @pytest.fixture
 def live_url(engine: Engine) -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     config = Config(
-        server=ServerConfig(listen=f"127.0.0.1:{port}", auth_token=TOKEN, max_body_bytes=65536)
+        server=ServerConfig(listen="127.0.0.1:0", auth_token=TOKEN, max_body_bytes=65536)
     )
-    srv = uvicorn.Server(uvicorn_config(create_app(engine, config), config, log_level="error"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not srv.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
-    yield f"http://127.0.0.1:{port}"
-    srv.should_exit = True
-    thread.join(10)
+    with uvicorn_in_thread(
+        uvicorn_config(create_app(engine, config), config, log_level="error")
+    ) as url:
+        yield url
 
 
 def run_operations(url: str, mode: GenerationMode, examples: int, headers: dict[str, str],

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import socket
-import threading
-import time
 import warnings
 from collections.abc import Iterator
 
@@ -19,6 +17,7 @@ with warnings.catch_warnings():  # it nags that httpx should be httpx2; irreleva
 from cuzk.api.app import create_app
 from cuzk.config import Config
 from cuzk.engine.engine import Engine
+from cuzk.serve_process import uvicorn_in_thread
 
 
 @pytest.fixture
@@ -30,25 +29,12 @@ def client(engine: Engine) -> Iterator[TestClient]:
 @pytest.fixture
 def server_url(engine: Engine) -> Iterator[str]:
     """The app under uvicorn on 127.0.0.1 and a free port, for tests of the whole CLI path."""
-    port = _free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(engine, Config()),
-            host="127.0.0.1",
-            port=port,
-            lifespan="off",
-            log_level="warning",
-        )
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(5)
+    config = uvicorn.Config(
+        create_app(engine, Config()), host="127.0.0.1", port=0, lifespan="off",
+        log_level="warning",
+    )  # fmt: skip
+    with uvicorn_in_thread(config) as url:
+        yield url
 
 
 def _free_port() -> int:

@@ -4,15 +4,11 @@ commands send it from $CUZK_AUTH_TOKEN, --token-file or $CUZK_AUTH_TOKEN_FILE.""
 from __future__ import annotations
 
 import json
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 
 from cuzk.api.app import create_app
 from cuzk.api.server import uvicorn_config
@@ -21,26 +17,19 @@ from cuzk.cli.main import main
 from cuzk.cli.serve import _auth_banner, check_exposure, is_loopback
 from cuzk.config import Config, ConfigError, ServerConfig
 from cuzk.engine.engine import Engine
+from cuzk.serve_process import ServeProcess, serve_env, uvicorn_in_thread
+from tests.conftest import KEYS_DIR
 
 TOKEN = "cli-test-token-0123456789abcdef"
 
 
 @pytest.fixture
 def authed_url(engine: Engine) -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    config = Config(server=ServerConfig(listen=f"127.0.0.1:{port}", auth_token=TOKEN))
-    srv = uvicorn.Server(uvicorn_config(create_app(engine, config), config, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not srv.started:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    yield f"http://127.0.0.1:{port}"
-    srv.should_exit = True
-    thread.join(10)
+    config = Config(server=ServerConfig(listen="127.0.0.1:0", auth_token=TOKEN))
+    with uvicorn_in_thread(
+        uvicorn_config(create_app(engine, config), config, log_level="warning")
+    ) as url:
+        yield url
 
 
 @pytest.fixture(autouse=True)
@@ -150,11 +139,12 @@ def test_print_config_redacts_the_token(
 def test_real_serve_with_a_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The console-script path: the start banner says a token is required, routes need it,
     probes do not, and `cuzk status` sends it from the environment."""
-    from tests.cuzk.api.test_api_slow_clients import start_serve, stop
-
-    served = start_serve({"CUZK_SERVER_AUTH_TOKEN": TOKEN})
+    served = ServeProcess(
+        serve_env(tmp_path / "journal.sqlite3", KEYS_DIR, CUZK_SERVER_AUTH_TOKEN=TOKEN)
+    )
     try:
-        banner = "".join(served.log)
+        served.start(timeout=60)
+        banner = served.output
         assert "authentication: bearer token required on every route but /healthz" in banner
         assert httpx.get(f"{served.url}/healthz").status_code == 200
         refused = httpx.get(f"{served.url}/v1/status")
@@ -164,7 +154,7 @@ def test_real_serve_with_a_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         monkeypatch.setenv("CUZK_AUTH_TOKEN", TOKEN)
         assert main(["status", "--server", served.url, "--once"]) == 0
     finally:
-        stop(served)
+        served.stop()
 
 
 def test_the_compose_stack_is_allowed_to_start() -> None:

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
-import re
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from cuzk.cli.main import main
+from cuzk.serve_process import ServeProcess, clean_env
 
 
 def test_print_config_applies_file_env_and_listen(
@@ -72,40 +68,20 @@ def test_serve_starts_on_embedded_defaults_and_stops_cleanly(
 ) -> None:
     """The real console-script path: engine, app and uvicorn; logs where it listens; a signal
     stops it with the engine shut down and exit status 0."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CUZK_", "OTEL_"))}
-    env |= {"CUZK_SERVER_LISTEN": "127.0.0.1:0", "CUZK_ENGINE_KEYS_DIR": str(tmp_path),
-            "CUZK_JOURNAL_PATH": str(tmp_path / "journal.sqlite3")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cuzk.cli.main", "serve"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-    )
+    env = clean_env() | {
+        "CUZK_ENGINE_KEYS_DIR": str(tmp_path),
+        "CUZK_JOURNAL_PATH": str(tmp_path / "journal.sqlite3"),
+    }
+    served = ServeProcess(env)
     try:
-        url = None
-        lines: list[str] = []
-        deadline = time.monotonic() + 30
-        assert proc.stdout is not None
-        while url is None and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            m = re.search(r"cuzk listening on (http://127\.0\.0\.1:\d+) \(backend (\w+)", line)
-            if m:
-                url = m.group(1)
-                assert m.group(2) in ("cpu", "cuda")
-        assert url, "".join(lines)
+        url = served.start(timeout=30)
+        assert served.backend in ("cpu", "cuda")
         assert httpx.get(f"{url}/healthz").json()["status"] == "ok"
         assert httpx.get(f"{url}/readyz").status_code == 200
         kinds = {c["proof_kind"] for c in httpx.get(f"{url}/v1/circuits").json()["circuits"]}
         assert kinds == {"winning-post", "window-post", "snap-update", "porep-c2"}
-        proc.send_signal(stop)
-        assert proc.wait(20) == 0
-        rest = proc.stdout.read()
-        assert "shutting down the engine" in rest, rest
+        served.signal(stop)
+        assert served.wait(20) == 0
+        assert "shutting down the engine" in served.output, served.output
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        served.kill()

@@ -9,11 +9,7 @@ still runs to a real proof.
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,43 +18,23 @@ import pytest
 
 from cuzk.circuits.registry import bundled_circuits
 from cuzk.prover.keystore import ensure_zkey
+from cuzk.serve_process import ServeProcess, serve_env
 from tests.conftest import KEYS_DIR
 
 BUDGET = 20_000_000
 
 
 @pytest.mark.slow
-def test_serve_refuses_what_cannot_fit_with_507_and_proves_what_fits() -> None:
+def test_serve_refuses_what_cannot_fit_with_507_and_proves_what_fits(tmp_path: Path) -> None:
     samples = {}
     for kind in ("porep-c2", "window-post"):
         circuit = bundled_circuits()[kind]
         ensure_zkey(kind, Path(circuit.r1cs_path), KEYS_DIR)  # the suite's cached dev keys
         samples[kind] = json.loads(Path(circuit.sample_input_path).read_text())
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CUZK_", "OTEL_"))}
-    env |= {
-        "CUZK_SERVER_LISTEN": "127.0.0.1:0",
-        "CUZK_ENGINE_KEYS_DIR": str(KEYS_DIR),
-        "CUZK_ENGINE_BACKEND": "cpu",
-        "CUZK_ENGINE_MEMORY_BUDGET_BYTES": str(BUDGET),
-        "CUZK_TELEMETRY_TRACING": "false",
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cuzk.cli.main", "serve"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-    )
+    served = ServeProcess(serve_env(
+        tmp_path / "journal.sqlite3", KEYS_DIR, CUZK_ENGINE_MEMORY_BUDGET_BYTES=str(BUDGET)))
     try:
-        url = None
-        lines: list[str] = []
-        deadline = time.monotonic() + 60
-        assert proc.stdout is not None
-        while url is None and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            if m := re.search(r"cuzk listening on (http://127\.0\.0\.1:\d+)", line):
-                url = m.group(1)
-        assert url, "".join(lines)
+        url = served.start(timeout=60)
         with httpx.Client(base_url=url, timeout=60) as client:
             t0 = time.monotonic()
             r = client.post("/v1/proofs", json={
@@ -85,10 +61,4 @@ def test_serve_refuses_what_cannot_fit_with_507_and_proves_what_fits() -> None:
             assert memory["waiters"] == [] and memory["reserved_bytes"] <= BUDGET
             assert memory["reserved_by_consumer"].get("partition", 0) == 0
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        served.stop(20)

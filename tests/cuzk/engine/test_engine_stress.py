@@ -3,6 +3,11 @@
 Ground truth comes from the prover double: it records which thread is inside which GPU call.
 A worker is certainly holding its lease while the same GPU call is in progress before and
 after a read, so any such read that shows the worker idle (gauge or status) is a violation.
+
+Reads inside leases are not left to the scheduler: while the random load runs, probes hold
+every worker inside a GPU call (each partition of a probe job waits on a gate) until both
+samplers have read each held worker a few times, then let them go. So every run checks at
+least ROUNDS * PROBE_READS in-lease reads per worker and kind, on a quiet or a loaded machine.
 """
 
 from __future__ import annotations
@@ -11,26 +16,24 @@ import random
 import threading
 import time
 
-import pytest
-
 from cuzk.testing import make_test_engine, metrics_of, wait_until
 
 KINDS = {"one": (1, "critical"), "three": (3, "high"), "five": (5, "normal")}
+WORKERS = 3  # a probe job of kind "three" holds all of them at once
+ROUNDS = 3  # batches of random load, each with a probe while it is in flight
+PROBE_READS = 3  # reads of each held worker, per sampler, before a probe lets go
 
 
-# How many reads land inside a lease depends on the machine's scheduling (a quiet CI machine once
-# took none in its bounded rounds): retried up to twice. A retry could also hide a rare violation;
-# making the in-lease read count deterministic is open work.
-@pytest.mark.flaky(reruns=2)
 def test_no_sample_shows_a_leased_worker_idle():
     engine, prover, _ = make_test_engine(
-        KINDS, gpu_workers_per_device=3, synthesis_threads=2, finalizer_threads=3,
+        KINDS, gpu_workers_per_device=WORKERS, synthesis_threads=2, finalizer_threads=3,
         memory_budget_bytes=3_000)
     rng = random.Random(1234)
     prover.delay("gpu", lambda _i: rng.uniform(0.002, 0.008))
     prover.delay("finalize", lambda _i: rng.uniform(0.0, 0.008))
     stop = threading.Event()
     checked = {"gauge": 0, "status": 0}
+    in_lease: dict[str, dict[str, int]] = {"gauge": {}, "status": {}}  # kind -> worker -> reads
     violations: list[str] = []
 
     def read_gauges() -> dict[str, tuple[float | None, float | None]]:
@@ -65,49 +68,64 @@ def test_no_sample_shows_a_leased_worker_idle():
                                or reading[w.id]["job_id"] is None):
                     violations.append(f"status idle for {w.id}: {reading[w.id]}")
                 checked[kind] += held
+                in_lease[kind][w.id] = in_lease[kind].get(w.id, 0) + held
+
+    def submit_batch(round_no: int) -> list:
+        batch = []
+        for i in range(60):
+            kind = rng.choice(list(KINDS))
+            n = KINDS[kind][0]
+            tags = [{"tag": f"{round_no}.{i}.{k}"} for k in range(n)]
+            batch.append(engine.submit(kind, tags))
+        return batch
+
+    def probe(round_no: int):
+        """Hold every worker inside a GPU call until both samplers have read each of them
+        PROBE_READS more times while held; the random load waits behind the probe."""
+        tags = [f"probe.{round_no}.{k}" for k in range(WORKERS)]
+        gates = [prover.hold("gpu", tag) for tag in tags]
+        before = {kind: dict(reads) for kind, reads in in_lease.items()}
+        job = engine.submit("three", [{"tag": tag} for tag in tags])
+        entered = all(gate.wait_entered() for gate in gates)
+        read = entered and wait_until(lambda: all(
+            in_lease[kind].get(w.id, 0) - before[kind].get(w.id, 0) >= PROBE_READS
+            for kind in in_lease for w in engine.workers), 10)
+        for gate in gates:
+            gate.release()
+        assert entered, f"probe {round_no}: not every worker reached its GPU call"
+        assert read, f"probe {round_no}: samplers did not read the held workers: {in_lease}"
+        return job
 
     threads = [threading.Thread(target=sampler, args=(k,)) for k in ("gauge", "status")]
     t0 = time.monotonic()
     with engine:
         for t in threads:
             t.start()
-        jobs: list = []
-
-        def submit_batch(round_no: int) -> list:
-            batch = []
-            for i in range(60):
-                kind = rng.choice(list(KINDS))
-                n = KINDS[kind][0]
-                tags = [{"tag": f"{round_no}.{i}.{k}"} for k in range(n)]
-                batch.append(engine.submit(kind, tags))
-            return batch
-
-        jobs += submit_batch(0)
-        gate = prover.hold("gpu", "victim.0")
-        cancelled = engine.submit("three", [{"tag": f"victim.{k}"} for k in range(3)])
-        assert gate.wait_entered()
-        engine.cancel(cancelled.id)  # mid-GPU-phase: stops at the next step boundary
-        gate.release()
-        for job in jobs:
-            engine.wait(job.id, 15)
-        # On a loaded machine the samplers may land in fewer GPU calls: add bounded rounds of
-        # work until enough reads were taken inside leases to make the check meaningful.
-        for round_no in range(1, 4):
-            if checked["gauge"] >= 20 and checked["status"] >= 5:
-                break
-            batch = submit_batch(round_no)
-            for job in batch:
+        try:
+            jobs = submit_batch(0)
+            jobs.append(probe(0))
+            gate = prover.hold("gpu", "victim.0")
+            cancelled = engine.submit("three", [{"tag": f"victim.{k}"} for k in range(3)])
+            assert gate.wait_entered()
+            engine.cancel(cancelled.id)  # mid-GPU-phase: stops at the next step boundary
+            gate.release()
+            for round_no in range(1, ROUNDS):  # each probe while a batch is in flight
+                jobs += submit_batch(round_no)
+                jobs.append(probe(round_no))
+            for job in jobs:
                 engine.wait(job.id, 15)
-            jobs += batch
-        assert wait_until(engine.quiescent, 10)
-        stop.set()
-        for t in threads:
-            t.join()
+            assert wait_until(engine.quiescent, 10)
+        finally:  # the samplers stop even when a step above fails
+            stop.set()
+            for t in threads:
+                t.join()
         assert time.monotonic() - t0 < 40
         assert [j.state for j in jobs] == ["succeeded"] * len(jobs)
         assert cancelled.state == "cancelled"
         assert not violations, violations[:5]
         assert checked["gauge"] >= 20 and checked["status"] >= 5, checked
+        assert all(in_lease[kind].get(w.id, 0) >= ROUNDS * PROBE_READS
+                   for kind in in_lease for w in engine.workers), in_lease
         assert engine.spans.open_spans() == []
         assert engine.host_budget.reserved_by_consumer().get("partition", 0) == 0
         proven = sum(w.partitions_proven for w in engine.workers)
