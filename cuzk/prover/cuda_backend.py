@@ -12,8 +12,9 @@ serialised, by the device lock, which a GPU phase holds just long enough to look
   :func:`key_device_bytes` says how many device bytes that takes before anything is uploaded (so
   the engine reserves them first).
 * ``device_gpu_phase`` (what ``gpu_phase`` calls): a, b, c go host -> pinned buffer -> device on
-  the lane's copy stream while its compute stream already transforms the previous one
-  (double-buffered pinned staging, events between the streams); per array: inverse NTT (DIF) ->
+  the lane's copy stream, chunk by chunk through two fixed pinned buffers, while its compute
+  stream already transforms the previous one (events between the streams); per array: inverse
+  NTT (DIF) ->
   odd-coset shift with 1/n -> NTT (DIT), then from_mont(a*b - c), which stays on the device as
   the H MSM's scalars. The witness is uploaded once for the A, B1 and C MSMs; each MSM gathers
   the scalars of the points kept at upload. Only the four G1 sums come back. ``h_evaluations``
@@ -53,6 +54,10 @@ if TYPE_CHECKING:
 
 G1_SECTIONS = ("A", "B1", "C", "H")
 _FR_BYTES = 32
+# Pinned staging per lane: two buffers of this size, whatever the partition size. Uploads go
+# through them chunk by chunk (the host fills one while the other is copied), so a lane's pinned
+# host memory is a small constant (2 x 16 MiB), not two copies of its largest array.
+STAGING_CHUNK_BYTES = 16 << 20
 _ROW_BYTES = 96          # an affine G1 point as 24 uint32 words
 _INDEX_BYTES = 8         # an int64 index of a kept row
 
@@ -305,7 +310,8 @@ class CudaLane:
             self._ntt = _SharedTableNtt(ex, backend._tables)
             self._msm = MsmEngine(ex)
         self._pinned: list[np.ndarray] = []
-        self._pinned_bytes = 0
+        self._pinned_free: list[Any] = [None, None]   # per buffer: its last copy's event
+        self._next_buf = 0
         # Optional ``name -> context manager`` around each step of device_gpu_phase.
         self.step_meter: Callable[[str], Any] | None = None
 
@@ -330,8 +336,8 @@ class CudaLane:
 
     @property
     def staging_bytes(self) -> int:
-        """Pinned host bytes this lane keeps for staging (two buffers, grown, never shrunk)."""
-        return 2 * self._pinned_bytes
+        """Pinned host bytes this lane keeps for staging: 2 x STAGING_CHUNK_BYTES once used."""
+        return sum(int(b.nbytes) for b in self._pinned)
 
     # -- plumbing -----------------------------------------------------------------------------
     @contextmanager
@@ -362,30 +368,50 @@ class CudaLane:
                 s.synchronize()
         self._cp.get_default_memory_pool().free_all_blocks()
 
-    def _staging(self, nbytes: int) -> list[np.ndarray]:
-        """Two pinned host buffers of at least ``nbytes`` (grown, never shrunk, per lane)."""
-        if self._pinned_bytes < nbytes:
+    def _staging(self) -> list[np.ndarray]:
+        """The lane's two pinned staging buffers (allocated once, on first use)."""
+        if not self._pinned:
             self._pinned = [
-                np.frombuffer(self._cp.cuda.alloc_pinned_memory(nbytes), np.uint8, nbytes)
+                np.frombuffer(self._cp.cuda.alloc_pinned_memory(STAGING_CHUNK_BYTES), np.uint8,
+                              STAGING_CHUNK_BYTES)
                 for _ in range(2)
             ]
-            self._pinned_bytes = nbytes
+            self._pinned_free = [None, None]
         return self._pinned
 
-    def _upload_rows(self, host: np.ndarray, buf: np.ndarray) -> tuple[Any, Any]:
-        """Async copy of (n, k) uint32 rows through pinned ``buf``; returns (device array, event).
+    def _upload_rows(self, host: np.ndarray) -> tuple[Any, Any]:
+        """Async copy of (n, k) uint32 rows to the device; returns (device array, event).
 
-        The device array is allocated on the copy stream and must stay referenced until the
-        compute stream has finished with it (the pool may hand its block out again, on the copy
-        stream, once freed): every caller synchronises the compute stream before dropping it.
+        The rows go through the two pinned buffers in chunks, alternating: before the host
+        refills a buffer it waits for the event recorded after that buffer's last copy, so a
+        copy never reads a buffer being overwritten, and the host fills one chunk while the
+        copy stream moves the other. The device array is allocated on the copy stream and must
+        stay referenced until the compute stream has finished with it (the pool may hand its
+        block out again, on the copy stream, once freed): every caller synchronises the compute
+        stream before dropping it. The event marks the whole copy; the compute stream waits on
+        it before reading the array.
         """
         cp = self._cp
+        bufs = self._staging()
         host = np.ascontiguousarray(host, dtype=np.uint32)
-        view = buf[: host.nbytes].view(np.uint32).reshape(host.shape)
-        np.copyto(view, host)
+        flat = host.reshape(-1)
+        words = STAGING_CHUNK_BYTES // 4
         with self._copy:
             dev = cp.empty(host.shape, dtype=np.uint32)
-            dev.set(view, stream=self._copy)
+            dev_flat = dev.reshape(-1)
+            for start in range(0, flat.size, words):
+                part = flat[start:start + words]
+                slot = self._next_buf
+                self._next_buf ^= 1
+                busy = self._pinned_free[slot]
+                if busy is not None:
+                    busy.synchronize()           # that buffer's previous copy has finished
+                view = bufs[slot][: part.nbytes].view(np.uint32)
+                np.copyto(view, part)
+                dev_flat[start:start + part.size].set(view, stream=self._copy)
+                done = cp.cuda.Event(block=False, disable_timing=True)
+                done.record(self._copy)
+                self._pinned_free[slot] = done
         ev = cp.cuda.Event(block=False, disable_timing=True)
         ev.record(self._copy)
         return dev, ev
@@ -413,19 +439,16 @@ class CudaLane:
         return time.perf_counter() - t0
 
     # -- the GPU phase -------------------------------------------------------------------------
-    def _h_device(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, bufs: list) -> Any:
-        """(n, 8) rows of H (normal form) left on the device; a, b, c each uploaded once."""
+    def _h_device(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> Any:
+        """(n, 8) rows of H (normal form) left on the device; a, b, c each uploaded once. Each
+        array's transforms are queued on the compute stream before the next array is staged,
+        so the host's staging and the copies overlap the previous array's NTTs."""
         n = a.shape[0]
         ntt = self._ntt
         done: list[Any] = []
         uploaded: list[Any] = []  # kept alive until the compute stream is done with them
-        pending = self._upload_rows(a, bufs[0])
-        for i, nxt in enumerate((b, c, None)):
-            dev, ev = pending
-            if nxt is not None:
-                if i >= 1:
-                    self._copy.synchronize()  # buffer i-1's copy must be done before reuse
-                pending = self._upload_rows(nxt, bufs[(i + 1) % 2])
+        for host in (a, b, c):
+            dev, ev = self._upload_rows(host)
             uploaded.append(dev)
             self._compute.wait_event(ev)
             x = ntt.to_limb_major(dev)
@@ -446,14 +469,10 @@ class CudaLane:
             return self._h_host(a, b, c)
 
     def _h_host(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-        n = a.shape[0]
-        bufs = self._staging(n * _FR_BYTES)
-        out = self._h_device(a, b, c, bufs)
-        view = bufs[0][: n * _FR_BYTES].view(np.uint32).reshape(n, 8)
-        self._copy.synchronize()
-        out.get(stream=self._compute, out=view)
+        out = self._h_device(a, b, c)
+        host = out.get(stream=self._compute)
         self._compute.synchronize()
-        return view.copy()
+        return np.asarray(host)
 
     def _msm_resident(self, resident: _ResidentKey, section: str, scalars: Any) -> G1Point:
         """MSM of a resident section with device scalars indexed like the full section."""
@@ -480,8 +499,7 @@ class CudaLane:
             return self._msm_host(resident, section, scalars)
 
     def _msm_host(self, resident: _ResidentKey, section: str, scalars: np.ndarray) -> G1Point:
-        bufs = self._staging(scalars.shape[0] * _FR_BYTES)
-        dev, ev = self._upload_rows(scalars, bufs[0])
+        dev, ev = self._upload_rows(scalars)
         self._compute.wait_event(ev)
         return self._msm_resident(resident, section, dev)
 
@@ -520,11 +538,9 @@ class CudaLane:
     def _phase(self, resident: _ResidentKey, n_pub: int, a: np.ndarray, b: np.ndarray,
                c: np.ndarray, witness: np.ndarray) -> tuple[G1Point, G1Point, G1Point, G1Point]:
         """The phase's device arrays live in this frame only, so a failure frees them."""
-        n, v = a.shape[0], witness.shape[0]
-        bufs = self._staging(max(n, v) * _FR_BYTES)
         with self._step("H"):
-            h_dev = self._h_device(a, b, c, bufs)
-        w_dev, ev = self._upload_rows(witness, bufs[0])
+            h_dev = self._h_device(a, b, c)
+        w_dev, ev = self._upload_rows(witness)
         self._compute.wait_event(ev)
         out = []
         for sec, sc in (("A", w_dev), ("B1", w_dev), ("C", w_dev[n_pub + 1:]), ("H", h_dev)):

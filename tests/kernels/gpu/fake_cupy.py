@@ -20,10 +20,16 @@ R = BLS12_381.r
 
 
 class Dev(np.ndarray):
-    """A 'device array': NumPy memory with CuPy's set/get."""
+    """A 'device array': NumPy memory with CuPy's set/get. ``set`` on a stream is a queued copy
+    that happens when the stream is synchronised or waited on (as a DMA would), reading the
+    source then: a source buffer overwritten before that is caught as wrong results."""
 
     def set(self, arr, stream=None):
-        np.copyto(np.asarray(self), arr)
+        dst = np.asarray(self)
+        if stream is None:
+            np.copyto(dst, arr)
+        else:
+            stream.ops.append(lambda: np.copyto(dst, arr))
 
     def get(self, stream=None, out=None):
         if out is None:
@@ -33,7 +39,13 @@ class Dev(np.ndarray):
 
 
 class Stream:
+    """Queued copies run in order when the stream is synchronised, or up to an event."""
+
     ptr = 0
+
+    def __init__(self):
+        self.ops: list = []
+        self.done = 0
 
     def __enter__(self):
         return self
@@ -41,19 +53,36 @@ class Stream:
     def __exit__(self, *exc):
         return False
 
+    def flush(self, upto: int | None = None):
+        end = len(self.ops) if upto is None else upto
+        while self.done < end:
+            op, self.ops[self.done] = self.ops[self.done], None   # a done copy holds nothing
+            op()
+            self.done += 1
+
     def synchronize(self):
-        pass
+        self.flush()
 
     def wait_event(self, ev):
-        assert ev.recorded, "compute stream waited on an event that was never recorded"
+        assert ev.stream is not None, "compute stream waited on an event that was never recorded"
+        ev.stream.flush(ev.mark)
 
 
 class Event:
     def __init__(self, **kw):
-        self.recorded = False
+        self.stream = None
+        self.mark = 0
+
+    @property
+    def recorded(self):
+        return self.stream is not None
 
     def record(self, stream):
-        self.recorded = True
+        self.stream, self.mark = stream, len(stream.ops)
+
+    def synchronize(self):
+        if self.stream is not None:
+            self.stream.flush(self.mark)
 
 
 class Pool:

@@ -116,7 +116,7 @@ def test_device_gpu_phase_keeps_witness_and_h_on_the_device(fake):
     uploads, steps = [], []
     lane = backend.default_lane
     real_upload = lane._upload_rows
-    lane._upload_rows = lambda host, buf: (uploads.append(host.shape), real_upload(host, buf))[1]
+    lane._upload_rows = lambda host: (uploads.append(host.shape), real_upload(host))[1]
     backend.step_meter = lambda name: (steps.append(name), contextlib.nullcontext())[1]
     lane.h_evaluations = lane.msm_g1 = None               # the one-step paths must not be used
     synth = SimpleNamespace(abc=(a, b, c), witness=w)

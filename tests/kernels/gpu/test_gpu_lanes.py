@@ -251,3 +251,21 @@ def test_one_lane_phase_peak_is_within_working_bytes(fake):
         tracemalloc.stop()
     working = backend.working_bytes(key)
     assert peak <= working <= 2 * peak, (peak, working)
+
+
+def test_uploads_stream_through_two_fixed_pinned_chunks(fake, monkeypatch):
+    """A lane's pinned staging is two fixed chunks, whatever the array sizes; with chunks of 8
+    rows every array is staged in several alternating pieces, and the fake's copies run only
+    when the copy stream is waited on (as a DMA would), so refilling a chunk before its copy
+    was done would show as a wrong result."""
+    monkeypatch.setattr(cuda_backend, "STAGING_CHUNK_BYTES", 8 * 32)
+    backend, _ = fake
+    key, _ = groth16_key(30, 2, 5)
+    backend.upload_key(key)
+    lane = backend.lane()
+    assert lane.staging_bytes == 0
+    synth = _synthesis(key, 21)
+    got = gpu_phase(key, synth, lane)
+    want = gpu_phase(key, synth, CpuBackend())
+    assert (got.a, got.b1, got.c, got.h) == (want.a, want.b1, want.c, want.h)
+    assert lane.staging_bytes == 2 * 8 * 32
