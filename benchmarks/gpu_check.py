@@ -17,8 +17,9 @@ the measured peak, or a section that did not run (see :func:`problems`).
         (m / period) * MSM_cpu(first period).
   proofs  each bundled circuit: gpu_phase on CUDA vs CPU, the proof self-verified, device
         memory estimate vs measured peak for H and each MSM.
-  engine  a backlog through the engine on the CUDA backend with 1 and 2 GPU workers per device:
-        throughput, per-worker busy fraction, failed jobs.
+  engine  a backlog through the engine on the CUDA backend with 1 and 2 GPU workers per device
+        (each worker on a lane of its own: streams, pinned staging, executor): throughput,
+        per-worker busy fraction, failed jobs, lanes per device.
 
 ``--runtime cpu`` runs the same sections on the CPU executor (tiny sizes in the tests), which is
 how CI keeps this script's reference paths working without a GPU.
@@ -401,9 +402,13 @@ def section_engine(backend: str, jobs: int, workers: list[int],
     out: dict[str, Any] = {"backend": backend, "backlog": backlog}
     for w in workers:
         settings = replace(base, gpu_workers_per_device=w)
-        result = bench.run_once(f"{w} worker(s)/device", settings, RealProver(settings), backlog,
-                                inputs)
+        prover = RealProver(settings)
+        result = bench.run_once(f"{w} worker(s)/device", settings, prover, backlog, inputs)
         summary = result.summary()
+        # Each GPU worker of a device has a lane of its own (CUDA; none on the CPU backend).
+        per_device = prover.lanes_per_device()
+        summary["lanes"] = {"per_device": per_device,
+                            "ok": all(n == w for n in per_device.values())}
         busy = list(result.busy_fraction.values())
         summary["min_busy_fraction"] = round(min(busy), 4) if busy else None
         out[f"workers_{w}"] = summary

@@ -132,6 +132,12 @@ class ServerConfig:
         "A request's body must arrive within this many seconds of its headers (408 after).",
         positive_seconds,
     )
+    write_timeout_s: float = setting(
+        30.0,
+        "Once a response fills the connection's send buffer, the client must read enough of it"
+        " to let writing resume within this many seconds, or it is disconnected.",
+        positive_seconds,
+    )
     keepalive_timeout_s: float = setting(
         5.0, "An idle kept-alive connection is closed after this many seconds.", positive_seconds
     )

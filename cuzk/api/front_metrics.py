@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter
 
-CLOSE_REASONS = ("header_timeout", "body_timeout", "too_many_connections")
+CLOSE_REASONS = (
+    "header_timeout", "body_timeout", "write_timeout", "too_many_connections", "malformed_request"
+)
 REFUSE_REASONS = ("unauthorized", "too_many_requests")
 
 
@@ -18,8 +20,9 @@ class FrontEndMetrics:
         registry = registry if registry is not None else CollectorRegistry()
         self.connections_closed = Counter(
             "cuzk_http_connections_closed_total",
-            "Connections the server closed because a client was too slow (header_timeout,"
-            " body_timeout) or one too many (too_many_connections)",
+            "Connections the server closed because a client was too slow to send its request"
+            " (header_timeout, body_timeout) or to read its response (write_timeout), was one too"
+            " many (too_many_connections) or sent malformed HTTP (malformed_request)",
             ["reason"],
             registry=registry,
         )

@@ -2,11 +2,11 @@
 
 The routes document their own answers (``cuzk.api.openapi.OPERATIONS``). In front of them sit
 the bearer token check (``cuzk.api.auth``), the bound on requests in flight
-(``cuzk.api.limits``) and the server protocol's deadlines and connection cap
-(``cuzk.api.server``). Their answers are the same for every route, so they are mapped over the
-operation list here, from the same facts the front end acts on, for the server as configured:
-the security scheme appears only when a token is set, ``/metrics`` needs it only with
-``server.metrics_require_auth``.
+(``cuzk.api.limits``) and the server protocol's deadlines, connection cap and answers to
+malformed HTTP (``cuzk.api.server``). Their answers are the same for every route, so they are
+mapped over the operation list here, from the same facts the front end acts on, for the server
+as configured: the security scheme appears only when a token is set, ``/metrics`` needs it only
+with ``server.metrics_require_auth``.
 """
 
 from __future__ import annotations
@@ -42,24 +42,37 @@ TOO_SLOW = Reply(
     "The request's headers (server.header_timeout_s) or body (server.body_timeout_s) did not"
     " arrive in time; the connection is closed after this answer."
 )
+MALFORMED = Reply(
+    "Malformed HTTP (a bad request line, header, Content-Length or chunked encoding, no Host"
+    " header), named in the error; the connection is closed after this answer."
+)
+HEADERS_TOO_LARGE = Reply(
+    "The request line and headers ran past the server's header size limit (16 KiB buffered"
+    " without their end); the connection is closed after this answer."
+)
+TRANSFER_CODING_NOT_IMPLEMENTED = Reply(
+    "A Transfer-Encoding other than chunked; the connection is closed after this answer."
+)
 BUSY = "the server is at server.max_connections connections"
 BUSY_LIMITED = (
     "the server is at server.max_requests_in_flight requests or server.max_connections connections"
 )
 
 
+def _merged(own: Reply | None, front: Reply, also: str) -> Reply:
+    """The front end's answer under a status code the route may use for its own: one reply
+    whose description says both and whose body is either shape (the front end's is Error)."""
+    if own is None:
+        return front
+    shape = own.shape if own.shape is Error or own.shape is None else own.shape | Error
+    return dataclasses.replace(own, description=f"{own.description} {also}", shape=shape)
+
+
 def _busy(own: Reply | None, limited: bool) -> Reply:
     """The front end's 503, merged with a route's own (readiness, draining)."""
     why = BUSY_LIMITED if limited else BUSY
-    if own is None:
-        return Reply(f"Busy: {why}; retry after Retry-After seconds.", headers=RETRY_AFTER)
-    shape = own.shape if own.shape is Error or own.shape is None else own.shape | Error
-    return dataclasses.replace(
-        own,
-        description=f"{own.description} Or busy: {why}; retry shortly.",
-        shape=shape,
-        headers=own.headers,
-    )
+    front = Reply(f"Busy: {why}; retry after Retry-After seconds.", headers=RETRY_AFTER)
+    return _merged(own, front, f"Or busy: {why}; retry shortly.")
 
 
 def front_end_operations(
@@ -77,7 +90,10 @@ def front_end_operations(
             else:
                 extra["security"] = [{"bearerAuth": []}]
                 replies[401] = UNAUTHORIZED
+        replies[400] = _merged(replies.get(400), MALFORMED, f"Or: {MALFORMED.description}")
         replies.setdefault(408, TOO_SLOW)
+        replies.setdefault(431, HEADERS_TOO_LARGE)
+        replies.setdefault(501, TRANSFER_CODING_NOT_IMPLEMENTED)
         replies[503] = _busy(replies.get(503), op.path not in LIMIT_EXEMPT_PATHS)
         out.append(dataclasses.replace(op, replies=replies, extra=extra))
     return out

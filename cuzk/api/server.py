@@ -22,19 +22,41 @@ part of a request is still awaited:
   kept-alive connection the next request's headers must arrive within ``header_timeout_s`` of
   its first byte, and the wait for that first byte is uvicorn's keep-alive timeout;
 - once the headers are in, the body must be complete within ``body_timeout_s``;
-- past ``max_connections`` open connections a new one is answered 503 and closed at once.
+- past ``max_connections`` open connections a new one is answered 503 and closed at once;
+- a client that stops reading its response is cut after ``write_timeout_s`` without reading:
+  uvicorn pauses the app's ``send`` while the transport's write buffer is over its high-water
+  mark, so without this bound such a client holds its request (and its slot in
+  ``max_requests_in_flight``) forever. The deadline runs while writing is paused and restarts
+  whenever the client takes some of what is queued for it (the transport's buffer plus the
+  kernel's send queue, ``TIOCOUTQ``): the kernel lets the transport write again only once about
+  half its send buffer (megabytes on a fast link) is free, so a time bound on the pause alone
+  would also cut a reader that is slow but reading. When the deadline expires the connection is
+  aborted (a plain close would wait to flush the buffer the client never drains) and the app
+  sees a disconnect.
 
 A request that runs out of time is answered ``408`` (JSON, ``Connection: close``) when some of it
 has arrived and no response has started, and the connection is closed either way. Requests in
 flight are bounded in the app (``cuzk.api.limits``), where the response can be JSON.
+
+uvicorn answers malformed HTTP framing (what h11 refuses: a bad request line or header, a header
+block over h11's size limit, bad chunked encoding, an unsupported transfer coding) with a plain
+text 400; here it is JSON like every other error, names what h11 found wrong, and carries the
+status h11 hints (431 for an oversize header block, 501 for a transfer coding it does not
+implement), with ``Connection: close``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import logging
+import re
+import struct
+import sys
+import termios
 from collections.abc import Callable
+from http import HTTPStatus
 from typing import Any
 
 import h11
@@ -46,6 +68,9 @@ from cuzk.config import Config
 log = logging.getLogger("cuzk.api.server")
 
 _DONE_STATES = (h11.DONE, h11.MUST_CLOSE, h11.CLOSED, h11.ERROR, h11.SWITCHED_PROTOCOL)
+_DETAIL_CHARS = 200  # h11's message may quote the client's bytes: enough to see what was wrong
+_TIMER_SLACK_S = 0.005  # asyncio may run a timer this much early (its clock resolution)
+_BYTEARRAY = re.compile(r"bytearray\((b(['\"]).*?\2)\)")
 
 
 def _raw_response(status: int, reason: str, message: str, extra: str = "") -> bytes:
@@ -62,17 +87,42 @@ def _raw_response(status: int, reason: str, message: str, extra: str = "") -> by
     return head.encode("ascii") + body
 
 
+def malformed_request_answer(exc: BaseException | None, max_header_bytes: int) -> bytes:
+    """The JSON answer to a request h11 could not parse: h11's status hint and its reason."""
+    status = getattr(exc, "error_status_hint", 400) if exc is not None else 400
+    if status not in (400, 431, 501):
+        status = 400
+    detail = "unparseable request"
+    if exc is not None:  # h11 quotes the offending bytes as bytearray(b'...'): keep the b'...'
+        detail = _BYTEARRAY.sub(r"\1", str(exc))[:_DETAIL_CHARS]
+    if status == 431:
+        message = (
+            f"request header fields too large: over {max_header_bytes} bytes of request line"
+            f" and headers buffered without their end ({detail})"
+        )
+    elif status == 501:
+        message = f"not implemented: {detail}"
+    else:
+        message = f"malformed HTTP request: {detail}"
+    return _raw_response(status, HTTPStatus(status).phrase, message)
+
+
 class GuardedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with header and body deadlines and a connection cap."""
+    """uvicorn's h11 protocol with read and write deadlines, a connection cap, and JSON answers
+    to malformed HTTP."""
 
     header_timeout_s: float = 5.0
     body_timeout_s: float = 30.0
+    write_timeout_s: float = 30.0
     max_connections: int = 1024
     on_close: Callable[[str], None] | None = None  # told the reason of each connection it cuts
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._deadline: asyncio.TimerHandle | None = None
+        self._write_deadline: asyncio.TimerHandle | None = None
+        self._unsent = 0  # bytes the client had not taken at the last check while paused
+        self._last_progress = 0.0  # loop time the client last took some
         self._phase: str | None = None  # "headers" | "body" while a deadline runs
         self._request_bytes = 0  # bytes of the request whose headers are awaited
         self._refused = False
@@ -104,8 +154,9 @@ class GuardedH11Protocol(H11Protocol):
         elif state in _DONE_STATES:
             self._disarm()
 
-    def _close(self, reason: str, why: str, response: bytes | None) -> None:
-        if self.transport.is_closing():
+    def _close(self, reason: str, why: str, response: bytes | None, abort: bool = False) -> None:
+        """Cut the connection (``abort``: drop what is still buffered for the client)."""
+        if self.transport.is_closing() and not abort:
             return
         if self.on_close is not None:
             self.on_close(reason)
@@ -114,10 +165,14 @@ class GuardedH11Protocol(H11Protocol):
         if response is not None:
             self.transport.write(response)
         if self.cycle is not None and not self.cycle.response_complete:
-            # The app (if it is reading the body) sees a disconnect, never a partial body.
+            # The app (reading the body, or waiting to write) sees a disconnect, never a partial
+            # body, and writes nothing more.
             self.cycle.disconnected = True
             self.cycle.message_event.set()
-        self.transport.close()
+        if abort:
+            self.transport.abort()
+        else:
+            self.transport.close()
 
     def _on_header_timeout(self) -> None:
         self._deadline = None
@@ -139,7 +194,73 @@ class GuardedH11Protocol(H11Protocol):
             response = _raw_response(408, "Request Timeout", f"{why} (server.body_timeout_s)")
         self._close("body_timeout", why, response)
 
+    def _unsent_bytes(self) -> int:
+        """What the client has not taken yet: the transport's buffer and the kernel's send queue
+        (where the kernel does not say, the buffer alone, which holds still while paused, so the
+        deadline then runs from the pause)."""
+        unsent = self.transport.get_write_buffer_size()
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                queued = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0" * 4)
+                unsent += struct.unpack("i", queued)[0]
+            except (OSError, ValueError):
+                pass
+        return unsent
+
+    def _check_writing(self) -> None:
+        """While paused: cut the client once it has taken nothing for ``write_timeout_s``."""
+        now = self.loop.time()
+        unsent = self._unsent_bytes()
+        if unsent < self._unsent:
+            self._unsent, self._last_progress = unsent, now
+        left = self._last_progress + self.write_timeout_s - now
+        if left <= _TIMER_SLACK_S:
+            self._write_deadline = None
+            why = (
+                f"the client read nothing of its response for {self.write_timeout_s:g} s"
+                " (server.write_timeout_s)"
+            )
+            self._close("write_timeout", why, None, abort=True)
+            return
+        self._write_deadline = self.loop.call_later(
+            min(left, self.write_timeout_s / 4), self._check_writing
+        )
+
+    def _stop_write_deadline(self) -> None:
+        if self._write_deadline is not None:
+            self._write_deadline.cancel()
+            self._write_deadline = None
+
     # -- uvicorn / asyncio protocol hooks
+
+    def pause_writing(self) -> None:
+        """The transport's buffer is over its high-water mark: the client must read within
+        ``write_timeout_s``."""
+        super().pause_writing()
+        if self._write_deadline is None:
+            self._unsent, self._last_progress = self._unsent_bytes(), self.loop.time()
+            self._write_deadline = self.loop.call_later(
+                self.write_timeout_s / 4, self._check_writing
+            )
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._stop_write_deadline()
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn calls this from its ``except h11.RemoteProtocolError`` block: the exception
+        being handled says what was wrong and which status h11 suggests."""
+        exc = sys.exception()
+        max_header_bytes = (
+            self.config.h11_max_incomplete_event_size
+            or h11._connection.DEFAULT_MAX_INCOMPLETE_EVENT_SIZE
+        )
+        response = None
+        if self.cycle is None or not self.cycle.response_started:
+            response = malformed_request_answer(exc, max_header_bytes)
+        self._disarm()
+        self._close("malformed_request", f"{msg} ({exc})", response)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -180,6 +301,7 @@ class GuardedH11Protocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self._stop_write_deadline()
         super().connection_lost(exc)
 
 
@@ -195,6 +317,7 @@ def protocol_class(
         {
             "header_timeout_s": s.header_timeout_s,
             "body_timeout_s": s.body_timeout_s,
+            "write_timeout_s": s.write_timeout_s,
             "max_connections": s.max_connections,
             "on_close": staticmethod(on_close) if on_close is not None else None,
         },

@@ -93,3 +93,6 @@ class ProverBackend(Protocol):
     # submit before anything changes so bad inputs are refused rather than failing a job later.
     # Optional: ``device_pci_bus_id(device) -> str | None``, the PCI bus id of a CUDA device, so
     # telemetry can find that device in NVML (whose numbering differs from CUDA's).
+    # Optional: ``key_device_bytes_hint(proof_kind) -> int``, the key's device bytes per device
+    # known before loading, and ``upload_key(handle)``: with it, ``load_key`` is host-only (its
+    # ``device_bytes`` computed) and the engine uploads only once those bytes are reserved.

@@ -24,9 +24,16 @@ plus working memory exceed the budget waits for ever on its own key. So:
   always run once the others are done, so kinds never wait on each other on a device either.
 
 Figures before the first load are the prover's hints (``key_bytes_hint``, optional
-``partition_memory_hint``); the first load gives the exact ones. If the loaded key or partition
-is larger than was granted and the extra does not fit at once, the partition gives everything
-back and queues again with the exact figure rather than wait while holding.
+``key_device_bytes_hint`` and ``partition_memory_hint``); the first load gives the exact ones.
+If the loaded key or partition is larger than was granted and the extra does not fit at once,
+the partition gives everything back and queues again with the exact figure rather than wait
+while holding.
+
+Device bytes before the upload: a prover with ``upload_key(handle)`` loads in two steps. The
+slot's device reservation is granted with the grant (from the hint), ``load_key`` reads the key
+on the host and reports its exact device size, the reservation is trued up to it, and only then
+is the key uploaded; a reservation that cannot be trued up gives everything back (nothing was
+uploaded), and a failed upload releases the slot's bytes and fails its waiters.
 
 Residency: a key slot is ``loading`` -> ``resident`` -> ``evicting`` -> ``gone`` (or ``failed``).
 Pin, unpin and the claim to evict are decided under the shared lock; load and unload of one kind
@@ -159,11 +166,14 @@ class KeyResidency:
         if known is not None:
             return known
         key_host = int(self._prover.key_bytes_hint(kind))
+        device_hint: Callable[[str], int] | None = getattr(
+            self._prover, "key_device_bytes_hint", None)
+        key_device = int(device_hint(kind)) if device_hint is not None and self._devices else 0
         hint: Callable[[str], PartitionMemory | None] | None = getattr(
             self._prover, "partition_memory_hint", None)
         partition = hint(kind) if hint is not None else None
         with self._cond:
-            return self._needs.setdefault(kind, KindNeed(key_host, 0, partition, False))
+            return self._needs.setdefault(kind, KindNeed(key_host, key_device, partition, False))
 
     def check_fits(self, kind: str) -> None:
         """Raise PartitionTooLarge if one partition of ``kind`` can never fit the budgets."""
@@ -288,20 +298,26 @@ class KeyResidency:
                 return False
         return True
 
+    def _fail_load(self, slot: ResidentKey, exc: BaseException) -> None:
+        """Creator only: the slot failed; its bytes go back, its waiters see ``exc``."""
+        with self._cond:
+            slot.state, slot.error = "failed", exc
+            if self._slots.get(slot.proof_kind) is slot:
+                del self._slots[slot.proof_kind]
+            for r in slot.reservations:
+                r.budget._drop(r)
+        slot.ready.set()
+
     def _load(self, slot: ResidentKey) -> None:
-        """Creator only, outside the lock: load, true the bytes up, publish (or fail) the slot."""
+        """Creator only, outside the lock: load, true the bytes up, upload (when the prover
+        uploads separately, only once the device bytes are held), publish (or fail) the slot."""
         kind = slot.proof_kind
+        upload: Callable[[KeyHandle], None] | None = getattr(self._prover, "upload_key", None)
         with self._kind_lock(kind):
             try:
                 handle = self._prover.load_key(kind)
             except BaseException as exc:
-                with self._cond:
-                    slot.state, slot.error = "failed", exc
-                    if self._slots.get(kind) is slot:
-                        del self._slots[kind]
-                    for r in slot.reservations:
-                        r.budget._drop(r)
-                slot.ready.set()
+                self._fail_load(slot, exc)
                 raise
             with self._cond:
                 self.loads[kind] = self.loads.get(kind, 0) + 1
@@ -315,11 +331,23 @@ class KeyResidency:
             with self._cond:
                 # The true device size may break the device rule for the kinds pinned now.
                 fits = fits and self._devices_can_run(kind, self._needs[kind], slot)
-                if fits:
-                    slot.state = "resident"
-                else:  # larger than granted: give it all back, everyone queues again
+                if not fits:  # larger than granted: give it all back, everyone queues again
                     slot.error = _Resized()
                     self._claim(slot)
+            if fits and upload is not None:
+                # The slot is still "loading": nobody uses or evicts it until it is published.
+                try:
+                    upload(handle)
+                except BaseException as exc:
+                    try:
+                        self._prover.unload_key(handle)
+                    except Exception:
+                        log.exception("unloading the %s key after a failed upload failed", kind)
+                    self._fail_load(slot, exc)
+                    raise
+            if fits:
+                with self._cond:
+                    slot.state = "resident"
         if not fits:
             self._complete(slot)
         slot.ready.set()

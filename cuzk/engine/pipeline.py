@@ -260,6 +260,16 @@ class Pipeline:
                 self._fail(p, exc)
 
     def _prove(self, worker: GpuWorker, p: Partition) -> None:
+        """One partition's GPU phase on ``worker``.
+
+        The partition's key stays pinned (``p.key``, from its admission in ``_synthesize``)
+        for the whole GPU phase: only ``_release`` unpins it, and only the partition's owner
+        (this thread, until the hand-off to a finalizer) calls it, after ``gpu_phase`` has
+        returned or raised. A pinned key is never claimed for eviction, so the prover never
+        drops a key from a device while a worker's lane is using it. Workers of one device run
+        their phases at the same time (each on its own lane, cuzk.engine.real_prover), each
+        inside its own device reservation of the partition's ``device_bytes``.
+        """
         job, st = p.job, self._st(p)
         if job.terminal:
             return self._abandon(p)

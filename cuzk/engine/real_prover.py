@@ -6,15 +6,25 @@ estimate_memory(sizes, gpu_on_host) whose ``reservation_bytes`` is what a partit
 (``abc_bytes`` of it freed after the GPU phase); synthesize(key, circuit, inputs);
 gpu_phase(key, s, backend); finalize(key, s, g, verify_proof=True) -> Proof(proof, public);
 s.release_abc(); CpuBackend() / CudaBackend(i) with upload_key, drop_key, working_bytes,
-memory_info; keystore.ensure_zkey for kinds that name no zkey.
+key_device_bytes, memory_info and lane(); keystore.ensure_zkey for kinds that name no zkey.
+
+Workers on one CUDA device: the device's CudaBackend holds the resident keys; each GPU worker
+gets a lane of it (own streams, pinned staging, executor) from the device's pool of
+``gpu_workers_per_device`` lanes, so their GPU phases overlap on the device.
+
+Keys go host first, device second: ``load_key`` reads and checks the key and says how many
+device bytes it will take (``KeyHandle.device_bytes``, without uploading); the engine reserves
+them and only then calls ``upload_key``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import queue
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +53,26 @@ class _Key:
         self.circuit = circuit
 
 
+class LanePool:
+    """The lanes of one device, one per GPU worker. A GPU phase takes a free lane for its
+    duration; with as many lanes as workers no phase ever waits for one, and no two phases in
+    flight share streams or staging. The most recently returned lane goes out first."""
+
+    def __init__(self, lanes: Sequence[Any]) -> None:
+        self.lanes = list(lanes)
+        self._free: queue.LifoQueue[Any] = queue.LifoQueue()
+        for lane in self.lanes:
+            self._free.put(lane)
+
+    @contextmanager
+    def use(self) -> Iterator[Any]:
+        lane = self._free.get()
+        try:
+            yield lane
+        finally:
+            self._free.put(lane)
+
+
 class RealProver:
     def __init__(self, settings: EngineSettings) -> None:
         self.settings = settings
@@ -51,6 +81,7 @@ class RealProver:
         if backend == "cuda" and count == 0:
             raise RuntimeError("backend 'cuda' requested but no CUDA device is usable")
         self._backends: dict[str, Any] = {}
+        self._lanes: dict[str, LanePool] = {}
         if count:
             from cuzk.prover.cuda_backend import CudaBackend
 
@@ -59,6 +90,8 @@ class RealProver:
                 backend = CudaBackend(i)
                 backend.warmup()  # compile every kernel now, not inside the first job's GPU phase
                 self._backends[f"cuda:{i}"] = backend
+                self._lanes[f"cuda:{i}"] = LanePool(
+                    [backend.lane() for _ in range(settings.gpu_workers_per_device)])
             self.name = "cuda"
         else:
             from cuzk.prover.cpu_backend import CpuBackend
@@ -70,6 +103,10 @@ class RealProver:
         self._circuits: dict[str, Any] = {}
         self._circuits_lock = threading.Lock()
         self._vks: dict[str, tuple[tuple[str, int, int], dict]] = {}
+
+    def lanes_per_device(self) -> dict[str, int]:
+        """Lanes (one per GPU worker) on each CUDA device; empty on the CPU backend."""
+        return {device: len(pool.lanes) for device, pool in self._lanes.items()}
 
     def device_memory_bytes(self, device: str) -> int | None:
         backend = self._backends.get(device)
@@ -184,6 +221,24 @@ class RealProver:
         self._vks[proof_kind] = (stamp, vk)
         return vk
 
+    def key_device_bytes_hint(self, proof_kind: str) -> int:
+        """Device bytes the kind's key will take on each device once uploaded, from the zkey's
+        header and point sections (read memory-mapped): the engine reserves them before the
+        first load, so the upload never runs ahead of its reservation. 0 on the CPU backend
+        or while the key does not exist yet."""
+        if self.name == "cpu":
+            return 0
+        from cuzk.formats.zkey import read_zkey
+        from cuzk.prover.cuda_backend import G1_SECTIONS, key_device_bytes, present_rows
+
+        path = self._zkey_if_ready(proof_kind)
+        if path is None:
+            return 0
+        zk = read_zkey(path, mmap=True)
+        arrays = dict(zip(G1_SECTIONS, (zk.a, zk.b1, zk.c, zk.h), strict=True))
+        return key_device_bytes(zk.domain_size, {s: int(a.shape[0]) for s, a in arrays.items()},
+                                {s: present_rows(a) for s, a in arrays.items()})
+
     def partition_memory_hint(self, proof_kind: str) -> PartitionMemory | None:
         """What a partition will reserve, from the zkey's header and point sections (read
         memory-mapped, without building the key): the engine checks a kind fits its budget
@@ -209,7 +264,8 @@ class RealProver:
 
     def load_key(self, proof_kind: str) -> KeyHandle:
         """Load the kind's zkey and check it against the circuit (curve, sizes, every point,
-        the coefficients): a broken key is a FormatError naming the file and section."""
+        the coefficients): a broken key is a FormatError naming the file and section. Host
+        only: ``device_bytes`` is what :meth:`upload_key` will take per device, computed."""
         from cuzk.prover import ProvingKey, estimate_memory
 
         circuit = self.circuit(proof_kind)
@@ -217,7 +273,8 @@ class RealProver:
         circuit.check_key(key)
         device_bytes = working = 0
         for backend in self._backends.values():
-            device_bytes = max(device_bytes, int(backend.upload_key(key) or 0))
+            if hasattr(backend, "key_device_bytes"):
+                device_bytes = max(device_bytes, int(backend.key_device_bytes(key)))
             if hasattr(backend, "working_bytes"):
                 working = max(working, int(backend.working_bytes(key)))
         est = estimate_memory(key.sizes, gpu_on_host=self.name == "cpu")
@@ -240,6 +297,23 @@ class RealProver:
             },
         )
 
+    def upload_key(self, handle: KeyHandle) -> None:
+        """Make a loaded key resident on every device (called once its device bytes are
+        reserved). On failure nothing stays uploaded and the error goes to the caller."""
+        key = handle.key.key
+        done = []
+        try:
+            for backend in self._backends.values():
+                backend.upload_key(key)
+                done.append(backend)
+        except BaseException:
+            for backend in done:
+                try:
+                    backend.drop_key(key)
+                except Exception:
+                    log.exception("dropping a half-uploaded key from %s failed", backend)
+            raise
+
     def unload_key(self, handle: KeyHandle) -> None:
         for backend in self._backends.values():
             try:
@@ -253,9 +327,14 @@ class RealProver:
         return synthesize(key.key.key, key.key.circuit, dict(inputs))
 
     def gpu_phase(self, key: KeyHandle, synthesis: Any, device: str) -> Any:
+        """On a CUDA device, on a lane of its own (the device's other workers run meanwhile)."""
         from cuzk.prover import gpu_phase
 
-        return gpu_phase(key.key.key, synthesis, self._backends[device])
+        lanes = self._lanes.get(device)
+        if lanes is None:
+            return gpu_phase(key.key.key, synthesis, self._backends[device])
+        with lanes.use() as lane:
+            return gpu_phase(key.key.key, synthesis, lane)
 
     def finalize(self, key: KeyHandle, synthesis: Any, gpu_output: Any) -> ProofResult:
         from cuzk.prover import finalize

@@ -85,8 +85,10 @@ class EngineSettings:
     )
     gpu_workers_per_device: int = setting(
         2,
-        "GPU workers per device: with 2, one partition's GPU phase overlaps the next one's "
-        "hand-off.",
+        "GPU workers per device. Each worker has a lane of its own on the device (CUDA "
+        "streams, pinned staging buffers) over the device's shared resident keys, so with 2 "
+        "two partitions' GPU phases run on the device at once; each reserves its own device "
+        "working memory.",
         positive_int,
     )
     synthesis_threads: int = setting(

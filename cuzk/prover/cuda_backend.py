@@ -1,21 +1,34 @@
 """The CUDA backend: H and the G1 MSMs on one device, proving-key points resident there.
 
+A :class:`CudaBackend` is one device: the proving keys resident on it and the NTT tables of
+their domains, shared by its *lanes*. A :class:`CudaLane` is one GPU worker's way onto the
+device: its own compute and copy streams, pinned staging buffers and kernel executor. Two
+lanes' GPU phases run at the same time; only key upload/drop and the resident-key table are
+serialised, by the device lock, which a GPU phase holds just long enough to look its key up.
+
 * ``upload_key`` copies the key's G1 sections A, B1, C, H to the device once, as ``(n, 24)``
   uint32 affine Montgomery rows (the zkey bytes, no conversion), points at infinity compacted out
-  (most of A and B1), and keeps them until ``drop_key``.
+  (most of A and B1), builds the NTT tables of its domain, and keeps both until ``drop_key``.
+  :func:`key_device_bytes` says how many device bytes that takes before anything is uploaded (so
+  the engine reserves them first).
 * ``device_gpu_phase`` (what ``gpu_phase`` calls): a, b, c go host -> pinned buffer -> device on
-  a copy stream while the compute stream already transforms the previous one (double-buffered
-  pinned staging, events between the streams); per array: inverse NTT (DIF) -> odd-coset shift
-  with 1/n -> NTT (DIT), then from_mont(a*b - c), which stays on the device as the H MSM's
-  scalars. The witness is uploaded once for the A, B1 and C MSMs; each MSM gathers the scalars of
-  the points kept at upload. Only the four G1 sums come back. ``h_evaluations`` and ``msm_g1``
-  remain for callers that want one step.
+  the lane's copy stream, chunk by chunk through two fixed pinned buffers, while its compute
+  stream already transforms the previous one (events between the streams); per array: inverse
+  NTT (DIF) ->
+  odd-coset shift with 1/n -> NTT (DIT), then from_mont(a*b - c), which stays on the device as
+  the H MSM's scalars. The witness is uploaded once for the A, B1 and C MSMs; each MSM gathers
+  the scalars of the points kept at upload. Only the four G1 sums come back. ``h_evaluations``
+  and ``msm_g1`` remain for callers that want one step.
 * Kernels are numba.cuda (``kernels/gpu``; ahead-of-time modules when ``CUZK_GPU_KERNELS`` names
-  a bundle), memory, streams, pinned buffers and sorting CuPy.
-* A device allocation failure raises :class:`DeviceOutOfMemory` after returning cached blocks
-  to the driver: that partition fails, the backend (and the worker using it) stays usable.
+  a bundle), memory, streams, pinned buffers and sorting CuPy. Every CuPy allocation of a lane
+  is made with one of the lane's streams current, so CuPy's pool hands a freed block out again
+  only in that stream's order (its free lists are per stream).
+* A device allocation failure raises :class:`DeviceOutOfMemory` after the failing lane's streams
+  are drained, its step's arrays dropped and cached blocks returned to the driver: that
+  partition fails; the other lanes, the resident keys and the backend stay as they are.
 
-Operations on one backend are serialised by a lock: they share the device's streams and tables.
+The backend itself is also a ComputeBackend (its calls run on a default lane), for callers that
+use one device from one thread (the device check, the tests).
 """
 
 from __future__ import annotations
@@ -24,6 +37,7 @@ import functools
 import logging
 import os
 import threading
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
@@ -32,6 +46,7 @@ import numpy as np
 from py_arkworks_bls12381 import G1Point
 
 from cuzk.errors import CuzkError
+from kernels.gpu.ntt import NttEngine
 from kernels.gpu.runtime import simulator_enabled
 
 if TYPE_CHECKING:
@@ -39,18 +54,56 @@ if TYPE_CHECKING:
 
 G1_SECTIONS = ("A", "B1", "C", "H")
 _FR_BYTES = 32
+# Pinned staging per lane: two buffers of this size, whatever the partition size. Uploads go
+# through them chunk by chunk (the host fills one while the other is copied), so a lane's pinned
+# host memory is a small constant (2 x 16 MiB), not two copies of its largest array.
+STAGING_CHUNK_BYTES = 16 << 20
+_ROW_BYTES = 96          # an affine G1 point as 24 uint32 words
+_INDEX_BYTES = 8         # an int64 index of a kept row
+
+
+def _pow_table_rows(k: int) -> int:
+    """Rows of the lo/hi tables ``kernels.gpu.ntt`` splits exponents below 2^k into."""
+    kl = (k + 1) // 2
+    return (1 << kl) + (1 << max(0, k - kl))
+
+
+def ntt_table_bytes(n: int) -> int:
+    """Device bytes of the NTT tables a domain of n keeps on its device while a key of that
+    domain is resident: the twiddle table (n/2 Fr), the odd-coset lo/hi tables, and the lo/hi
+    tables the twiddles are built from (alive while they are built)."""
+    log_n = max(n, 2).bit_length() - 1
+    return (n // 2 + _pow_table_rows(log_n) + _pow_table_rows(log_n - 1)) * _FR_BYTES
 
 
 def h_device_bytes(n: int, twiddles: bool = True) -> int:
-    """Device bytes alive at the peak of ``h_evaluations`` on a domain of n.
+    """Device bytes alive at the peak of the H step on a domain of n.
 
-    a, b, c as uploaded rows (3n) and limb-major copies (3n), the (n, 8) output (n) and, the
-    first time a domain this large is used, the twiddle table (n/2): 7.5 n Fr elements of 32
-    bytes. Plus the small power tables the twiddles and the coset shift are built from.
+    a, b, c as uploaded rows (3n) and limb-major copies (3n), the (n, 8) output (n) and, unless
+    the domain's tables are already resident (``twiddles=False``: a key of this domain was
+    uploaded), the twiddle table (n/2): 7.5 n Fr elements of 32 bytes. Plus the small power
+    tables the twiddles and the coset shift are built from.
     """
     half = 1 << ((max(n, 2).bit_length()) // 2 + 1)
     tables = 4 * half * _FR_BYTES
     return (7 * n + (n // 2 if twiddles else 0)) * _FR_BYTES + tables
+
+
+def key_device_bytes(domain_size: int, rows: dict[str, int], kept: dict[str, int]) -> int:
+    """Device bytes a resident key takes, from its sizes alone (nothing uploaded): per G1
+    section the points not at infinity (``kept``) as affine rows, the int64 indices of the kept
+    rows when some were dropped, plus the NTT tables of its domain."""
+    total = ntt_table_bytes(domain_size)
+    for sec in G1_SECTIONS:
+        total += kept[sec] * _ROW_BYTES
+        if kept[sec] != rows[sec]:
+            total += kept[sec] * _INDEX_BYTES
+    return total
+
+
+def present_rows(points: np.ndarray) -> int:
+    """Points not at infinity in a G1 section (all-zero rows are points at infinity)."""
+    return int(np.count_nonzero(points.reshape(points.shape[0], -1).any(axis=1)))
 
 
 class CudaError(CuzkError):
@@ -80,8 +133,6 @@ _log = logging.getLogger(__name__)
 def gpu_required() -> bool:
     """``CUZK_REQUIRE_GPU=1``: a missing device is an error, never a skip (the device check)."""
     return os.environ.get(REQUIRE_GPU_ENV, "").strip() == "1"
-
-
 @functools.cache
 def _probe() -> tuple[int, str | None]:
     """(usable devices, why none is usable); the reason is logged once per process."""
@@ -153,133 +204,222 @@ def _make_executor(cupy: Any, stream: Any) -> Any:
     return Executor(cuda_target(), cupy, stream=stream, kernels=configured_bundle())
 
 
+def _drop_failed_frames(exc: BaseException) -> None:
+    """Free the locals (device arrays) of the frames a failed step left: the engine keeps a
+    failed job's exception, and with it, otherwise, the step's buffers."""
+    traceback.clear_frames(exc.__traceback__)
+
+
 class _ResidentKey:
     """A key's G1 sections on the device, points at infinity compacted out.
 
     ``sections[s]`` holds only the points not at infinity; ``rows[s]`` is the section's full row
     count (what its scalars are indexed by) and ``present[s]`` the device indices of the kept
-    rows, or None when no point was dropped (the scalars are then used as they are).
+    rows, or None when no point was dropped (the scalars are then used as they are). ``nbytes``
+    is :func:`key_device_bytes` of the key (its domain's NTT tables included).
     """
 
     def __init__(self, key: Any, sections: dict[str, Any], present: dict[str, Any],
-                 rows: dict[str, int]) -> None:
+                 rows: dict[str, int], domain_size: int) -> None:
         self.key = key  # held so id(key) cannot be reused while its points are resident
         self.sections = sections
         self.present = present
         self.rows = rows
-        self.nbytes = sum(int(s.nbytes) for s in sections.values()) + sum(
-            int(p.nbytes) for p in present.values() if p is not None)
+        self.domain_size = domain_size
+        self.nbytes = key_device_bytes(
+            domain_size, rows, {s: int(v.shape[0]) for s, v in sections.items()})
 
 
-class CudaBackend:
-    """ComputeBackend on CUDA device ``device_index`` (docs/interfaces.md, "Compute backends")."""
+class _NttTables:
+    """A device's NTT tables, shared by its lanes: one twiddle table (the largest domain asked
+    for) and the odd-coset tables per domain. A table is published only once built (the
+    builder's stream synchronised) and is read-only from then on; a lane holds one only while it
+    transforms with it, so ``trim`` frees what no resident key needs."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.twiddles: tuple[Any, int] | None = None
+        self.coset: dict[int, tuple[Any, Any, int]] = {}
+
+    def trim(self, keep_logs: set[int]) -> None:
+        with self.lock:
+            top = max(keep_logs, default=0)
+            if self.twiddles is not None and self.twiddles[1] > top:
+                self.twiddles = None            # rebuilt at the size the next user needs
+            for log_n in [k for k in self.coset if k not in keep_logs]:
+                del self.coset[log_n]
+
+
+class _SharedTableNtt(NttEngine):
+    """NttEngine whose tables live in the device's :class:`_NttTables`, not in the engine (one
+    copy per device however many lanes; counted with the resident keys)."""
+
+    def __init__(self, ex: Any, tables: _NttTables) -> None:
+        super().__init__(ex)
+        self._tables = tables
+
+    def twiddles(self, log_n: int) -> tuple[Any, int]:
+        t = self._tables
+        with t.lock:
+            if t.twiddles is None or t.twiddles[1] < log_n:
+                self._tw, self._log_tw = None, 0
+                built = super().twiddles(log_n)
+                self.ex.synchronize()           # built before another lane's stream reads it
+                t.twiddles = built
+            self._tw, self._log_tw = None, 0
+            return t.twiddles
+
+    def coset_tables(self, log_n: int) -> tuple[Any, Any, int]:
+        t = self._tables
+        with t.lock:
+            if log_n not in t.coset:
+                self._coset.pop(log_n, None)
+                built = super().coset_tables(log_n)
+                self.ex.synchronize()
+                t.coset[log_n] = built
+            self._coset.pop(log_n, None)
+            return t.coset[log_n]
+
+
+class CudaLane:
+    """One GPU worker's way onto a device (ComputeBackend): its own compute and copy streams,
+    pinned staging buffers and kernel executor, over the device's shared resident keys.
+
+    One GPU phase at a time runs on a lane (its lock); phases on different lanes run together.
+    A phase takes the device lock only to look its key up (uploading it if absent) and keeps a
+    reference to the resident sections until its last kernel is done, so even a ``drop_key``
+    racing the phase cannot free points under it (the engine never does that anyway: a key is
+    pinned by every partition holding it, for the partition's whole GPU phase). Between phases
+    a lane holds no device memory, only its pinned host staging.
+    """
 
     name = "cuda"
 
-    def __init__(self, device_index: int = 0) -> None:
-        count = cuda_device_count()
-        if count == 0:
-            raise CudaError(
-                "no usable CUDA device (needs an NVIDIA driver, cupy-cuda13x and numba-cuda): "
-                f"{cuda_unavailable_reason()}"
-            )
-        if not 0 <= device_index < count:
-            raise CudaError(f"CUDA device {device_index} does not exist ({count} visible)")
-        import cupy
-
+    def __init__(self, backend: CudaBackend, index: int) -> None:
         from kernels.gpu.msm import MsmEngine
-        from kernels.gpu.ntt import NttEngine
 
-        self.device_index = device_index
-        self.device = f"cuda:{device_index}"
-        self._cp = cupy
-        self._lock = threading.RLock()
-        self._keys: dict[int, _ResidentKey] = {}
-        with self._device():
-            self._compute = cupy.cuda.Stream(non_blocking=True)
-            self._copy = cupy.cuda.Stream(non_blocking=True)
-            ex = _make_executor(cupy, self._compute)
-            self._ntt = NttEngine(ex)
+        self.backend = backend
+        self.device = backend.device
+        self.index = index
+        self._cp = backend._cp
+        self._lock = threading.Lock()
+        with backend._device():
+            self._compute = self._cp.cuda.Stream(non_blocking=True)
+            self._copy = self._cp.cuda.Stream(non_blocking=True)
+            ex = _make_executor(self._cp, self._compute)
+            self._ntt = _SharedTableNtt(ex, backend._tables)
             self._msm = MsmEngine(ex)
-        self._pinned: list[Any] = []
-        self._pinned_bytes = 0
+        self._pinned: list[np.ndarray] = []
+        self._pinned_free: list[Any] = [None, None]   # per buffer: its last copy's event
+        self._next_buf = 0
         # Optional ``name -> context manager`` around each step of device_gpu_phase.
         self.step_meter: Callable[[str], Any] | None = None
 
+    def __repr__(self) -> str:
+        return f"CudaLane({self.device}, {self.index})"
+
+    # -- the device's keys (ComputeBackend) ----------------------------------------------------
+    def upload_key(self, key: ProvingKey) -> int:
+        return self.backend.upload_key(key)
+
+    def drop_key(self, key: ProvingKey) -> None:
+        self.backend.drop_key(key)
+
+    def working_bytes(self, key: ProvingKey) -> int:
+        return self.backend.working_bytes(key)
+
+    def step_estimates(self, key: ProvingKey) -> dict[str, int]:
+        return self.backend.step_estimates(key)
+
+    def memory_info(self) -> tuple[int | None, int | None]:
+        return self.backend.memory_info()
+
+    @property
+    def staging_bytes(self) -> int:
+        """Pinned host bytes this lane keeps for staging: 2 x STAGING_CHUNK_BYTES once used."""
+        return sum(int(b.nbytes) for b in self._pinned)
+
     # -- plumbing -----------------------------------------------------------------------------
     @contextmanager
-    def _device(self) -> Iterator[None]:
-        from numba import cuda
-
-        with self._cp.cuda.Device(self.device_index), cuda.gpus[self.device_index]:
-            yield
-
-    @contextmanager
     def _guard(self, what: str) -> Iterator[None]:
-        """Device context + lock + compute stream current (CuPy ops and allocations are ordered
-        with the kernels on it); turns an allocation failure into DeviceOutOfMemory."""
-        with self._lock, self._device():
+        """The lane (one phase at a time), the device current, the compute stream current (CuPy
+        ops and allocations are ordered with the kernels on it); an allocation failure becomes
+        DeviceOutOfMemory. The device lock is not held: other lanes run meanwhile."""
+        with self._lock, self.backend._device():
             try:
                 with self._compute:
                     yield
-            except CuzkError:
-                raise
-            except Exception as exc:
-                if not _is_oom(exc):
+            except BaseException as exc:
+                _drop_failed_frames(exc)
+                if isinstance(exc, CuzkError) or not _is_oom(exc):
                     raise
                 self._recover()
-                free, total = self.memory_info()
+                free, total = self.backend.memory_info()
                 raise DeviceOutOfMemory(
                     self.device, what, f"{type(exc).__name__}: {exc}", free, total
                 ) from exc
 
     def _recover(self) -> None:
-        """After a failure: finish queued work and hand cached blocks back to the driver."""
+        """After an allocation failure on this lane: drain its own streams (other lanes keep
+        running) and hand the pool's cached, unused blocks back to the driver. Resident keys,
+        other lanes' buffers and the pinned staging stay."""
         for s in (self._compute, self._copy):
             with suppress(Exception):
                 s.synchronize()
         self._cp.get_default_memory_pool().free_all_blocks()
-        self._cp.get_default_pinned_memory_pool().free_all_blocks()
 
-    def memory_info(self) -> tuple[int | None, int | None]:
-        """(free, total) device bytes, as the driver reports them."""
-        try:
-            with self._device():
-                free, total = self._cp.cuda.runtime.memGetInfo()
-            return int(free), int(total)
-        except Exception:
-            return None, None
-
-    def _staging(self, nbytes: int) -> list[np.ndarray]:
-        """Two pinned host buffers of at least ``nbytes`` (grown, never shrunk, per backend)."""
-        if self._pinned_bytes < nbytes:
+    def _staging(self) -> list[np.ndarray]:
+        """The lane's two pinned staging buffers (allocated once, on first use)."""
+        if not self._pinned:
             self._pinned = [
-                np.frombuffer(self._cp.cuda.alloc_pinned_memory(nbytes), np.uint8, nbytes)
+                np.frombuffer(self._cp.cuda.alloc_pinned_memory(STAGING_CHUNK_BYTES), np.uint8,
+                              STAGING_CHUNK_BYTES)
                 for _ in range(2)
             ]
-            self._pinned_bytes = nbytes
+            self._pinned_free = [None, None]
         return self._pinned
 
-    def _upload_rows(self, host: np.ndarray, buf: np.ndarray) -> tuple[Any, Any]:
-        """Async copy of (n, k) uint32 rows through pinned ``buf``; returns (device array, event).
+    def _upload_rows(self, host: np.ndarray) -> tuple[Any, Any]:
+        """Async copy of (n, k) uint32 rows to the device; returns (device array, event).
 
-        The device array is allocated on the copy stream and must stay referenced until the
-        compute stream has finished with it (the pool may hand its block out again once freed).
+        The rows go through the two pinned buffers in chunks, alternating: before the host
+        refills a buffer it waits for the event recorded after that buffer's last copy, so a
+        copy never reads a buffer being overwritten, and the host fills one chunk while the
+        copy stream moves the other. The device array is allocated on the copy stream and must
+        stay referenced until the compute stream has finished with it (the pool may hand its
+        block out again, on the copy stream, once freed): every caller synchronises the compute
+        stream before dropping it. The event marks the whole copy; the compute stream waits on
+        it before reading the array.
         """
         cp = self._cp
+        bufs = self._staging()
         host = np.ascontiguousarray(host, dtype=np.uint32)
-        view = buf[: host.nbytes].view(np.uint32).reshape(host.shape)
-        np.copyto(view, host)
+        flat = host.reshape(-1)
+        words = STAGING_CHUNK_BYTES // 4
         with self._copy:
             dev = cp.empty(host.shape, dtype=np.uint32)
-            dev.set(view, stream=self._copy)
+            dev_flat = dev.reshape(-1)
+            for start in range(0, flat.size, words):
+                part = flat[start:start + words]
+                slot = self._next_buf
+                self._next_buf ^= 1
+                busy = self._pinned_free[slot]
+                if busy is not None:
+                    busy.synchronize()           # that buffer's previous copy has finished
+                view = bufs[slot][: part.nbytes].view(np.uint32)
+                np.copyto(view, part)
+                dev_flat[start:start + part.size].set(view, stream=self._copy)
+                done = cp.cuda.Event(block=False, disable_timing=True)
+                done.record(self._copy)
+                self._pinned_free[slot] = done
         ev = cp.cuda.Event(block=False, disable_timing=True)
         ev.record(self._copy)
         return dev, ev
 
     def warmup(self) -> float:
         """Compile (JIT) or load (ahead-of-time bundle) every kernel now instead of inside the
-        first partition's GPU phase; returns the seconds it took. Safe to call more than once."""
+        first partition's GPU phase; returns the seconds it took. Kernels are per process, so
+        one lane's warm-up serves every lane. Safe to call more than once."""
         import time
 
         from kernels.field import FR, ints_to_array
@@ -298,97 +438,17 @@ class CudaBackend:
             self._compute.synchronize()
         return time.perf_counter() - t0
 
-    # -- keys ---------------------------------------------------------------------------------
-    def upload_key(self, key: ProvingKey) -> int:
-        """Make A, B1, C, H resident (once per key); returns the device bytes they use.
-
-        The backend keeps a reference to ``key`` until ``drop_key``: evict through drop_key.
-        """
-        from kernels.gpu.msm import points_rows
-
-        with self._guard(f"upload of proving key {getattr(key, 'path', '')}"):
-            resident = self._keys.get(id(key))
-            if resident is not None:
-                return resident.nbytes
-            sections, present, nrows = {}, {}, {}
-            for sec in G1_SECTIONS:
-                rows = points_rows(key.g1_section_array(sec))
-                nrows[sec] = int(rows.shape[0])
-                keep = rows.any(axis=1)              # all-zero rows are points at infinity
-                if keep.all():
-                    present[sec] = None
-                else:
-                    idx = np.flatnonzero(keep).astype(np.int64)
-                    rows = np.ascontiguousarray(rows[idx])
-                    present[sec] = self._cp.asarray(idx)
-                dev = self._cp.empty(rows.shape, dtype=np.uint32)
-                if rows.shape[0]:
-                    dev.set(rows, stream=self._copy)
-                sections[sec] = dev
-            self._copy.synchronize()
-            resident = _ResidentKey(key, sections, present, nrows)
-            self._keys[id(key)] = resident
-            return resident.nbytes
-
-    def drop_key(self, key: ProvingKey) -> None:
-        with self._lock, self._device():
-            if self._keys.pop(id(key), None) is not None:
-                self._cp.get_default_memory_pool().free_all_blocks()
-
-    def resident_bytes(self) -> int:
-        """Device bytes held by resident keys on this device."""
-        return sum(k.nbytes for k in self._keys.values())
-
-    def working_bytes(self, key: ProvingKey) -> int:
-        """Peak transient device bytes of one partition's GPU phase, for budgeting: H, then the
-        witness and H held on the device while the largest MSM runs (see :meth:`step_estimates`).
-        """
-        steps = self.step_estimates(key)
-        n, v = key.sizes.domain_size, _witness_rows(key)
-        held = (n + v) * _FR_BYTES
-        return max(steps["H"], held + max(steps[f"MSM {s}"] for s in G1_SECTIONS))
-
-    def step_estimates(self, key: ProvingKey) -> dict[str, int]:
-        """Device bytes each step of :meth:`device_gpu_phase` needs beyond what is in use when it
-        starts: "H", and "MSM <section>" over the section's points not at infinity."""
-        from kernels.gpu.msm import device_bytes_estimate
-
-        out = {"H": h_device_bytes(key.sizes.domain_size)}
-        for sec in G1_SECTIONS:
-            m = max(1, self._present_count(key, sec))
-            out[f"MSM {sec}"] = device_bytes_estimate(m)
-        return out
-
-    def _present_count(self, key: ProvingKey, section: str) -> int:
-        resident = self._keys.get(id(key))
-        if resident is not None:
-            return int(resident.sections[section].shape[0])
-        arr = key.g1_section_array(section)
-        return int(np.count_nonzero(arr.reshape(arr.shape[0], -1).any(axis=1)))
-
     # -- the GPU phase -------------------------------------------------------------------------
-    def _check_abc(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> int:
-        n = a.shape[0]
-        for name, x in (("a", a), ("b", b), ("c", c)):
-            if x.shape != (n, 8):
-                raise ValueError(f"{name}: expected ({n}, 8) uint32, got {x.shape}")
-        if n < 2 or n & (n - 1):
-            raise ValueError(f"domain size {n} is not a power of two >= 2")
-        return n
-
-    def _h_device(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, bufs: list) -> Any:
-        """(n, 8) rows of H (normal form) left on the device; a, b, c each uploaded once."""
+    def _h_device(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> Any:
+        """(n, 8) rows of H (normal form) left on the device; a, b, c each uploaded once. Each
+        array's transforms are queued on the compute stream before the next array is staged,
+        so the host's staging and the copies overlap the previous array's NTTs."""
         n = a.shape[0]
         ntt = self._ntt
         done: list[Any] = []
         uploaded: list[Any] = []  # kept alive until the compute stream is done with them
-        pending = self._upload_rows(a, bufs[0])
-        for i, nxt in enumerate((b, c, None)):
-            dev, ev = pending
-            if nxt is not None:
-                if i >= 1:
-                    self._copy.synchronize()  # buffer i-1's copy must be done before reuse
-                pending = self._upload_rows(nxt, bufs[(i + 1) % 2])
+        for host in (a, b, c):
+            dev, ev = self._upload_rows(host)
             uploaded.append(dev)
             self._compute.wait_event(ev)
             x = ntt.to_limb_major(dev)
@@ -404,15 +464,15 @@ class CudaBackend:
         self, key: ProvingKey, a: np.ndarray, b: np.ndarray, c: np.ndarray
     ) -> np.ndarray:
         """(a*b - c) on the odd coset, (n, 8) normal form; a, b, c Montgomery on the domain."""
-        n = self._check_abc(a, b, c)
+        n = _check_abc(a, b, c)
         with self._guard(f"H evaluation (domain 2^{n.bit_length() - 1})"):
-            bufs = self._staging(n * _FR_BYTES)
-            out = self._h_device(a, b, c, bufs)
-            view = bufs[0][: n * _FR_BYTES].view(np.uint32).reshape(n, 8)
-            self._copy.synchronize()
-            out.get(stream=self._compute, out=view)
-            self._compute.synchronize()
-            return view.copy()
+            return self._h_host(a, b, c)
+
+    def _h_host(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        out = self._h_device(a, b, c)
+        host = out.get(stream=self._compute)
+        self._compute.synchronize()
+        return np.asarray(host)
 
     def _msm_resident(self, resident: _ResidentKey, section: str, scalars: Any) -> G1Point:
         """MSM of a resident section with device scalars indexed like the full section."""
@@ -429,19 +489,19 @@ class CudaBackend:
         """sum scalars[i] * section[i] on the device with the key's resident points."""
         if section not in G1_SECTIONS:
             raise ValueError(f"unknown G1 section {section!r}")
-        if id(key) not in self._keys:
-            self.upload_key(key)
+        resident = self.backend._resident(key)
+        m = resident.rows[section]
+        if scalars.shape != (m, 8):
+            raise ValueError(f"MSM {section}: {m} points but scalars of shape {scalars.shape}")
+        if m == 0:
+            return G1Point.identity()
         with self._guard(f"MSM over section {section}"):
-            resident = self._keys[id(key)]
-            m = resident.rows[section]
-            if scalars.shape != (m, 8):
-                raise ValueError(f"MSM {section}: {m} points but scalars of shape {scalars.shape}")
-            if m == 0:
-                return G1Point.identity()
-            bufs = self._staging(m * _FR_BYTES)
-            dev, ev = self._upload_rows(scalars, bufs[0])
-            self._compute.wait_event(ev)
-            return self._msm_resident(resident, section, dev)
+            return self._msm_host(resident, section, scalars)
+
+    def _msm_host(self, resident: _ResidentKey, section: str, scalars: np.ndarray) -> G1Point:
+        dev, ev = self._upload_rows(scalars)
+        self._compute.wait_event(ev)
+        return self._msm_resident(resident, section, dev)
 
     @contextmanager
     def _step(self, name: str) -> Iterator[None]:
@@ -457,31 +517,253 @@ class CudaBackend:
     ) -> tuple[G1Point, G1Point, G1Point, G1Point]:
         """The whole GPU phase with its data on the device: a, b, c and the witness are uploaded
         once each, H and the MSM scalars never leave the device, and only the four G1 sums
-        (A, B1, C, H) come back. Scalars of points at infinity are never gathered."""
-        if id(key) not in self._keys:
-            self.upload_key(key)
-        n = self._check_abc(a, b, c)
+        (A, B1, C, H) come back. Scalars of points at infinity are never gathered.
+
+        Runs on this lane without the device lock; the resident key is referenced until the
+        phase's last kernel has finished (the engine also pins the key for the whole phase).
+        """
+        n = _check_abc(a, b, c)
         v = _witness_rows(key)
         if witness.shape != (v, 8):
             raise ValueError(f"witness: expected ({v}, 8) uint32, got {witness.shape}")
         n_pub = key.sizes.n_public
+        resident = self.backend._resident(key)
+        for sec, rows in (("A", v), ("B1", v), ("C", v - n_pub - 1), ("H", n)):
+            if resident.rows[sec] != rows:
+                raise ValueError(f"section {sec} has {resident.rows[sec]} points, "
+                                 f"expected {rows}")
         with self._guard(f"GPU phase (domain 2^{n.bit_length() - 1})"):
-            resident = self._keys[id(key)]
-            for sec, rows in (("A", v), ("B1", v), ("C", v - n_pub - 1), ("H", n)):
-                if resident.rows[sec] != rows:
-                    raise ValueError(f"section {sec} has {resident.rows[sec]} points, "
-                                     f"expected {rows}")
-            bufs = self._staging(max(n, v) * _FR_BYTES)
-            with self._step("H"):
-                h_dev = self._h_device(a, b, c, bufs)
-            w_dev, ev = self._upload_rows(witness, bufs[0])
-            self._compute.wait_event(ev)
-            out = []
-            for sec, sc in (("A", w_dev), ("B1", w_dev), ("C", w_dev[n_pub + 1:]), ("H", h_dev)):
-                with self._step(f"MSM {sec}"):
-                    out.append(self._msm_resident(resident, sec, sc))
-            del w_dev, h_dev
-            return out[0], out[1], out[2], out[3]
+            return self._phase(resident, n_pub, a, b, c, witness)
+
+    def _phase(self, resident: _ResidentKey, n_pub: int, a: np.ndarray, b: np.ndarray,
+               c: np.ndarray, witness: np.ndarray) -> tuple[G1Point, G1Point, G1Point, G1Point]:
+        """The phase's device arrays live in this frame only, so a failure frees them."""
+        with self._step("H"):
+            h_dev = self._h_device(a, b, c)
+        w_dev, ev = self._upload_rows(witness)
+        self._compute.wait_event(ev)
+        out = []
+        for sec, sc in (("A", w_dev), ("B1", w_dev), ("C", w_dev[n_pub + 1:]), ("H", h_dev)):
+            with self._step(f"MSM {sec}"):
+                out.append(self._msm_resident(resident, sec, sc))
+        return out[0], out[1], out[2], out[3]
+
+
+class CudaBackend:
+    """ComputeBackend on CUDA device ``device_index`` (docs/interfaces.md, "Compute backends").
+
+    The device: resident keys and their NTT tables (shared by every lane), the device lock
+    around the resident-key table, uploads and drops, and ``lane()`` for each worker. Its own
+    ComputeBackend calls run on a default lane.
+    """
+
+    name = "cuda"
+
+    def __init__(self, device_index: int = 0) -> None:
+        count = cuda_device_count()
+        if count == 0:
+            raise CudaError(
+                "no usable CUDA device (needs an NVIDIA driver, cupy-cuda13x and numba-cuda): "
+                f"{cuda_unavailable_reason()}"
+            )
+        if not 0 <= device_index < count:
+            raise CudaError(f"CUDA device {device_index} does not exist ({count} visible)")
+        import cupy
+
+        self.device_index = device_index
+        self.device = f"cuda:{device_index}"
+        self._cp = cupy
+        self._lock = threading.RLock()   # the device lock: resident keys, uploads, drops
+        self._keys: dict[int, _ResidentKey] = {}
+        self._tables = _NttTables()
+        self._lanes: list[CudaLane] = []
+        with self._device():
+            self._key_stream = cupy.cuda.Stream(non_blocking=True)
+            self._key_ntt = _SharedTableNtt(_make_executor(cupy, self._key_stream), self._tables)
+        self.default_lane = self.lane()
+
+    def lane(self) -> CudaLane:
+        """A new lane on this device (one per GPU worker): its own streams, staging, executor."""
+        with self._lock:
+            lane = CudaLane(self, len(self._lanes))
+            self._lanes.append(lane)
+            return lane
+
+    @property
+    def lanes(self) -> list[CudaLane]:
+        return list(self._lanes)
+
+    # -- plumbing -----------------------------------------------------------------------------
+    @contextmanager
+    def _device(self) -> Iterator[None]:
+        from numba import cuda
+
+        with self._cp.cuda.Device(self.device_index), cuda.gpus[self.device_index]:
+            yield
+
+    def memory_info(self) -> tuple[int | None, int | None]:
+        """(free, total) device bytes, as the driver reports them."""
+        try:
+            with self._device():
+                free, total = self._cp.cuda.runtime.memGetInfo()
+            return int(free), int(total)
+        except Exception:
+            return None, None
+
+    # -- the default lane (ComputeBackend) ----------------------------------------------------
+    @property
+    def step_meter(self) -> Callable[[str], Any] | None:
+        return self.default_lane.step_meter
+
+    @step_meter.setter
+    def step_meter(self, meter: Callable[[str], Any] | None) -> None:
+        self.default_lane.step_meter = meter
+
+    def warmup(self) -> float:
+        return self.default_lane.warmup()
+
+    def h_evaluations(
+        self, key: ProvingKey, a: np.ndarray, b: np.ndarray, c: np.ndarray
+    ) -> np.ndarray:
+        return self.default_lane.h_evaluations(key, a, b, c)
+
+    def msm_g1(self, key: ProvingKey, section: str, scalars: np.ndarray) -> G1Point:
+        return self.default_lane.msm_g1(key, section, scalars)
+
+    def device_gpu_phase(
+        self, key: ProvingKey, a: np.ndarray, b: np.ndarray, c: np.ndarray, witness: np.ndarray
+    ) -> tuple[G1Point, G1Point, G1Point, G1Point]:
+        return self.default_lane.device_gpu_phase(key, a, b, c, witness)
+
+    # -- keys ---------------------------------------------------------------------------------
+    def _resident(self, key: ProvingKey) -> _ResidentKey:
+        """The key's resident sections (uploaded now if absent), looked up under the device
+        lock; the caller's reference keeps them alive whatever happens to the table."""
+        with self._lock:
+            resident = self._keys.get(id(key))
+        if resident is None:
+            self.upload_key(key)
+            with self._lock:
+                resident = self._keys[id(key)]
+        return resident
+
+    def upload_key(self, key: ProvingKey) -> int:
+        """Make A, B1, C, H and the domain's NTT tables resident (once per key); returns the
+        device bytes they use, which :meth:`key_device_bytes` gives before the upload.
+
+        Under the device lock, on the device's key stream (lanes keep running). The backend
+        keeps a reference to ``key`` until ``drop_key``: evict through drop_key.
+        """
+        from kernels.gpu.msm import points_rows
+
+        what = f"upload of proving key {getattr(key, 'path', '')}"
+        with self._lock, self._device():
+            resident = self._keys.get(id(key))
+            if resident is not None:
+                return resident.nbytes
+            try:
+                with self._key_stream:
+                    resident = self._upload(key, points_rows)
+            except BaseException as exc:
+                _drop_failed_frames(exc)
+                if isinstance(exc, CuzkError) or not _is_oom(exc):
+                    raise
+                with suppress(Exception):
+                    self._key_stream.synchronize()
+                self._cp.get_default_memory_pool().free_all_blocks()
+                free, total = self.memory_info()
+                raise DeviceOutOfMemory(
+                    self.device, what, f"{type(exc).__name__}: {exc}", free, total
+                ) from exc
+            self._keys[id(key)] = resident
+            return resident.nbytes
+
+    def _upload(self, key: ProvingKey, points_rows: Callable[[Any], np.ndarray]) -> _ResidentKey:
+        sections, present, nrows = {}, {}, {}
+        for sec in G1_SECTIONS:
+            rows = points_rows(key.g1_section_array(sec))
+            nrows[sec] = int(rows.shape[0])
+            keep = rows.any(axis=1)              # all-zero rows are points at infinity
+            if keep.all():
+                present[sec] = None
+            else:
+                idx = np.flatnonzero(keep).astype(np.int64)
+                rows = np.ascontiguousarray(rows[idx])
+                present[sec] = self._cp.asarray(idx)
+            dev = self._cp.empty(rows.shape, dtype=np.uint32)
+            if rows.shape[0]:
+                dev.set(rows, stream=self._key_stream)
+            sections[sec] = dev
+        n = int(key.sizes.domain_size)
+        log_n = n.bit_length() - 1
+        self._key_ntt.twiddles(log_n)
+        self._key_ntt.coset_tables(log_n)
+        self._key_stream.synchronize()
+        return _ResidentKey(key, sections, present, nrows, n)
+
+    def drop_key(self, key: ProvingKey) -> None:
+        """Forget the key's sections and the NTT tables no other resident key needs. A lane
+        still inside a phase with this key keeps its reference (the memory goes after it)."""
+        with self._lock, self._device():
+            if self._keys.pop(id(key), None) is not None:
+                self._tables.trim({k.domain_size.bit_length() - 1 for k in self._keys.values()})
+                self._cp.get_default_memory_pool().free_all_blocks()
+
+    def resident_bytes(self) -> int:
+        """Device bytes held by resident keys on this device (their NTT tables included)."""
+        with self._lock:
+            return sum(k.nbytes for k in self._keys.values())
+
+    def key_device_bytes(self, key: ProvingKey) -> int:
+        """Device bytes :meth:`upload_key` makes resident for ``key``, known without uploading
+        (from the host arrays), so the engine can reserve them first."""
+        with self._lock:
+            resident = self._keys.get(id(key))
+        if resident is not None:
+            return resident.nbytes
+        rows = {s: int(key.g1_section_array(s).shape[0]) for s in G1_SECTIONS}
+        kept = {s: self._present_count(key, s) for s in G1_SECTIONS}
+        return key_device_bytes(int(key.sizes.domain_size), rows, kept)
+
+    def working_bytes(self, key: ProvingKey) -> int:
+        """Peak transient device bytes of one partition's GPU phase on one lane, for budgeting:
+        H, then the witness and H held on the device while the largest MSM runs (see
+        :meth:`step_estimates`). Nothing else is per lane: the NTT tables are the key's, and a
+        lane holds no device memory between phases, so lanes running together need at most
+        the sum of their partitions' working bytes beside the resident keys."""
+        steps = self.step_estimates(key)
+        n, v = key.sizes.domain_size, _witness_rows(key)
+        held = (n + v) * _FR_BYTES
+        return max(steps["H"], held + max(steps[f"MSM {s}"] for s in G1_SECTIONS))
+
+    def step_estimates(self, key: ProvingKey) -> dict[str, int]:
+        """Device bytes each step of :meth:`CudaLane.device_gpu_phase` needs beyond what is in
+        use when it starts: "H", and "MSM <section>" over the section's points not at infinity.
+        The domain's NTT tables are resident with the key, so H does not count them."""
+        from kernels.gpu.msm import device_bytes_estimate
+
+        out = {"H": h_device_bytes(key.sizes.domain_size, twiddles=False)}
+        for sec in G1_SECTIONS:
+            m = max(1, self._present_count(key, sec))
+            out[f"MSM {sec}"] = device_bytes_estimate(m)
+        return out
+
+    def _present_count(self, key: ProvingKey, section: str) -> int:
+        with self._lock:
+            resident = self._keys.get(id(key))
+        if resident is not None:
+            return int(resident.sections[section].shape[0])
+        return present_rows(key.g1_section_array(section))
+
+
+def _check_abc(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> int:
+    n = a.shape[0]
+    for name, x in (("a", a), ("b", b), ("c", c)):
+        if x.shape != (n, 8):
+            raise ValueError(f"{name}: expected ({n}, 8) uint32, got {x.shape}")
+    if n < 2 or n & (n - 1):
+        raise ValueError(f"domain size {n} is not a power of two >= 2")
+    return n
 
 
 def _witness_rows(key: Any) -> int:

@@ -130,7 +130,14 @@ def test_engine_section_runs_one_and_two_workers(check):
                                keys_dir=KEYS_DIR)
     assert res["workers_1"]["failed"] == 0 and res["workers_2"]["failed"] == 0
     assert res["workers_1"]["jobs_per_s"] > 0 and res["workers_2"]["min_busy_fraction"] >= 0
+    assert res["workers_2"]["lanes"] == {"per_device": {}, "ok": True}   # no lanes on the CPU
     assert not [p for p in check.problems({"engine": res}) if p.startswith("engine")]
+
+
+def test_a_device_whose_workers_share_a_lane_fails_the_check(check):
+    rep = {"engine": {"workers_2": {"failed": 0,
+                                    "lanes": {"per_device": {"cuda:0": 1}, "ok": False}}}}
+    assert "engine/workers_2/lanes: ok is false" in check.problems(rep)
 
 
 def test_the_device_command_refuses_to_run_without_the_kernel_bundle(tmp_path):

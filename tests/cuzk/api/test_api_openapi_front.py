@@ -1,5 +1,5 @@
 """The served OpenAPI document describes the front end: the auth scheme (only when a token is
-set), and on every operation the 401/408/500/503 it can answer."""
+set), and on every operation the 400/401/408/431/500/501/503 it can answer."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def test_every_operation_documents_the_front_end_answers(engine: Engine) -> None
     assert "ServerFault" in doc["components"]["schemas"]
     for path, method, op in operations(doc):
         responses = op["responses"]
-        for code in ("408", "500", "503"):
+        for code in ("400", "408", "431", "500", "501", "503"):
             assert code in responses, (path, method, code)
         fault = responses["500"]["content"]["application/json"]["schema"]
         assert fault["$ref"].rsplit("/", 1)[1] in ("ServerFault", "Error"), (path, fault)
@@ -50,6 +50,8 @@ def test_every_operation_documents_the_front_end_answers(engine: Engine) -> None
     assert "anyOf" in readyz_503["content"]["application/json"]["schema"]
     submit_503 = doc["paths"]["/v1/proofs"]["post"]["responses"]["503"]
     assert "Retry-After" in submit_503["headers"]
+    submit_400 = doc["paths"]["/v1/proofs"]["post"]["responses"]["400"]["description"]
+    assert "Malformed HTTP" in submit_400 and submit_400 != "Malformed HTTP", submit_400
 
 
 def test_metrics_security_follows_its_switch(engine: Engine) -> None:

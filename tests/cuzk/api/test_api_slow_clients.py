@@ -2,7 +2,8 @@
 
 Each connection that sends nothing, trickles its headers or trickles its body must be closed
 within its configured bound plus a small margin; while 200 such connections are held open,
-/healthz still answers within 100 ms and a real proof job still succeeds.
+/healthz still answers within 100 ms and a real proof job still succeeds. A client that stops
+reading its responses is cut within the write bound; one that reads slowly is not.
 """
 
 from __future__ import annotations
@@ -27,6 +28,15 @@ BODY_S = 2.0
 KEEPALIVE_S = 1.0
 MARGIN_S = 0.75  # scheduling slack on a loaded 2-core CI machine; the bounds are 1-2 s
 TRICKLE_S = 0.2  # a slow client sends one byte this often: faster than any bound
+WRITE_S = 1.0
+# The write deadline starts once the server has filled the socket buffers (about 3 MB on
+# loopback, 0.2 s of answering here), so its margin covers that too.
+WRITE_MARGIN_S = 1.0
+# Pipelined requests for the OpenAPI document (45 KB each): 4.5 MB of responses, more than the
+# kernel (up to 4 MB: tcp_wmem) and the transport buffer hold for a client that reads nothing.
+PIPELINED_N = 100
+PIPELINED = b"GET /openapi.json HTTP/1.1\r\nHost: t\r\n\r\n" * PIPELINED_N
+SLOW_READER_BPS = 1_000_000  # reads this fast: under 2 MB per bound (half a full send buffer)
 
 
 def start_serve(extra_env: dict[str, str]) -> ServeProcess:
@@ -45,10 +55,22 @@ def tight() -> Iterator[ServeProcess]:
             "CUZK_SERVER_HEADER_TIMEOUT_S": str(HEADER_S),
             "CUZK_SERVER_BODY_TIMEOUT_S": str(BODY_S),
             "CUZK_SERVER_KEEPALIVE_TIMEOUT_S": str(KEEPALIVE_S),
+            "CUZK_SERVER_WRITE_TIMEOUT_S": str(WRITE_S),
         }
     )
     yield served
     served.stop()
+
+
+def receive(sock: socket.socket, size: int) -> bytes | None:
+    """One read: the bytes, b"" once the server has closed (or reset) the connection, None when
+    the socket's timeout passed first."""
+    try:
+        return sock.recv(size)
+    except TimeoutError:
+        return None
+    except ConnectionResetError:
+        return b""
 
 
 def hold_until_closed(
@@ -65,9 +87,8 @@ def hold_until_closed(
             sock.sendall(pieces[0])
         sock.settimeout(TRICKLE_S)
         while time.monotonic() - started < limit_s:
-            try:
-                chunk = sock.recv(65536)
-            except TimeoutError:
+            chunk = receive(sock, 65536)
+            if chunk is None:  # quiet for TRICKLE_S: the next byte
                 if rest:
                     try:
                         sock.sendall(rest[:1])
@@ -75,8 +96,6 @@ def hold_until_closed(
                         break
                     rest = rest[1:]
                 continue
-            except ConnectionResetError:
-                break
             if not chunk:
                 break
             received += chunk
@@ -113,9 +132,10 @@ def test_slow_body_is_closed_with_408(tight: ServeProcess) -> None:
     assert b"server.body_timeout_s" in received
 
 
-def cut_counts(served: ServeProcess) -> dict[str, float]:
+def cut_counts(served: ServeProcess, client: httpx.Client | None = None) -> dict[str, float]:
+    text = (client or httpx).get(f"{served.url}/metrics").text
     counts = {}
-    for line in httpx.get(f"{served.url}/metrics").text.splitlines():
+    for line in text.splitlines():
         if line.startswith("cuzk_http_connections_closed_total{"):
             counts[line.split('"')[1]] = float(line.split()[-1])
     return counts
@@ -151,6 +171,85 @@ def test_next_request_on_a_kept_alive_connection_gets_the_header_bound(tight: Se
     assert received.startswith(b"HTTP/1.1 200 "), received
     assert b"HTTP/1.1 408 " in received, received
     assert HEADER_S - 0.05 <= took <= HEADER_S + MARGIN_S, took
+
+
+def pipeline_without_reading(served: ServeProcess) -> socket.socket:
+    """A connection with a tiny receive buffer that asks for PIPELINED and reads nothing yet."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect((served.host, served.port))
+    sock.settimeout(5)
+    sock.sendall(PIPELINED)
+    return sock
+
+
+def read_to_the_end(sock: socket.socket, limit_s: float, rate: float | None = None) -> bytes:
+    """Everything until the server closes or every response is in, at most ``rate`` bytes per
+    second; fails past ``limit_s``."""
+    received = bytearray()
+    started = time.monotonic()
+    deadline = started + limit_s
+    while True:
+        assert time.monotonic() < deadline, f"still open after {limit_s} s ({len(received)} B)"
+        chunk = receive(sock, 16384)
+        if chunk is None:
+            continue
+        if not chunk:
+            break
+        received += chunk
+        if received.count(b"HTTP/1.1 200 OK") == PIPELINED_N and received.endswith(b"}"):
+            break  # every response in (the last one's JSON body ends the stream)
+        if rate is not None:
+            time.sleep(max(0.0, started + len(received) / rate - time.monotonic()))
+    return bytes(received)
+
+
+def test_a_client_that_never_reads_is_cut_within_the_write_bound(tight: ServeProcess) -> None:
+    """Its request is stuck in ``send`` while the buffers are full: the write deadline aborts the
+    connection, counted as write_timeout; /healthz answers quickly meanwhile."""
+    with httpx.Client(timeout=5) as probe:
+        before = cut_counts(tight, probe)["write_timeout"]
+        sock = pipeline_without_reading(tight)
+        started = time.monotonic()
+        try:
+            latencies = []
+            while cut_counts(tight, probe)["write_timeout"] == before:
+                took = time.monotonic() - started
+                assert took < WRITE_S + WRITE_MARGIN_S, f"not cut after {took:.2f} s"
+                t0 = time.perf_counter()
+                assert probe.get(f"{tight.url}/healthz").status_code == 200
+                latencies.append(time.perf_counter() - t0)
+                time.sleep(0.02)
+            took = time.monotonic() - started
+            print(f"never-reading client cut after {took:.2f} s (write_timeout_s {WRITE_S:g});"
+                  f" /healthz max {max(latencies) * 1000:.1f} ms meanwhile")  # fmt: skip
+            assert took >= WRITE_S - 0.05, took
+            assert max(latencies) < 0.100, latencies
+            assert cut_counts(tight, probe)["write_timeout"] == before + 1
+            # The socket: what the kernel still held comes out, then the end; never all of it.
+            received = read_to_the_end(sock, limit_s=10)
+            assert received.count(b"HTTP/1.1 200 OK") < PIPELINED_N
+        finally:
+            sock.close()
+
+
+def test_a_slow_reader_that_keeps_reading_is_not_cut(tight: ServeProcess) -> None:
+    """The same 4.5 MB, read at SLOW_READER_BPS after a pause of half the bound (so the buffers
+    fill and writing pauses): the kernel lets the server write again only after about half its
+    send buffer has gone, longer than the bound at this rate, but the client keeps taking data,
+    so it is not cut; every response arrives."""
+    before = cut_counts(tight)["write_timeout"]
+    sock = pipeline_without_reading(tight)
+    try:
+        time.sleep(WRITE_S / 2)
+        started = time.monotonic()
+        received = read_to_the_end(sock, limit_s=60, rate=SLOW_READER_BPS)
+        took = time.monotonic() - started
+    finally:
+        sock.close()
+    assert received.count(b"HTTP/1.1 200 OK") == PIPELINED_N
+    assert took > 2 * WRITE_S, took  # longer than the bound, so the bound was tested
+    assert cut_counts(tight)["write_timeout"] == before
 
 
 class Attackers:

@@ -151,8 +151,10 @@ def test_device_h_matches_cpu(backend, log_n):
 @pytest.mark.parametrize("section", ["A", "B1", "C", "H"])
 def test_device_msm_matches_arkworks(backend, section):
     key, _, sections = _fake_key(600, 9)
+    expected = backend.key_device_bytes(key)               # before the upload: from the host
     nbytes = backend.upload_key(key)
-    assert nbytes == sum(s.nbytes for s in sections.values())
+    assert nbytes == expected == (sum(s.nbytes for s in sections.values())
+                                  + cuda_backend.ntt_table_bytes(1 << 9))
     assert backend.upload_key(key) == nbytes           # resident: no second upload
     m = sections[section].shape[0]
     rng = random.Random(m)
@@ -212,4 +214,62 @@ def test_device_gpu_phase_matches_arkworks(backend):
 
     assert got == (ark(group["A"], w_ints), ark(group["B1"], w_ints),
                    ark(group["C"], w_ints[n_public + 1:]), ark(group["H"], h_ints))
+    backend.drop_key(key)
+
+
+def test_device_two_lanes_run_their_gpu_phases_at_once(backend):
+    """Two lanes of one device inside their GPU phases at the same time (a barrier in the step
+    meter that only two concurrent phases pass), each result equal to arkworks and the CPU H."""
+    import threading
+
+    from tests.kernels.gpu.fake_cupy import groth16_key
+
+    key, group = groth16_key(300, 3, 8, seed=31)
+    backend.upload_key(key)
+    lanes = [backend.lane(), backend.lane()]
+    arrived = threading.Barrier(2, timeout=120)
+
+    def meter(name):
+        import contextlib
+
+        @contextlib.contextmanager
+        def cm():
+            if name == "MSM A":
+                arrived.wait()
+            yield
+        return cm()
+
+    results: dict = {}
+    errors: dict = {}
+    inputs = []
+    for i in range(2):
+        rng = random.Random(40 + i)
+        w_ints = [1] + [rng.randrange(R) for _ in range(299)]
+        inputs.append((w_ints, _rand_mont(256, 50 + i), _rand_mont(256, 60 + i),
+                       _rand_mont(256, 70 + i)))
+
+    def run(i):
+        try:
+            w_ints, a, b, c = inputs[i]
+            results[i] = lanes[i].device_gpu_phase(key, a, b, c, ints_to_array(w_ints, 8))
+        except BaseException as exc:
+            errors[i] = exc
+
+    for lane in lanes:
+        lane.step_meter = meter
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert not errors, errors
+
+    def ark(p, ints):
+        return G1Point.multiexp_unchecked(list(p), [Scalar(x) for x in ints])
+
+    for i in range(2):
+        w_ints, a, b, c = inputs[i]
+        h_ints = FR.to_ints(qap.h_evaluations(a, b, c, 8))
+        assert results[i] == (ark(group["A"], w_ints), ark(group["B1"], w_ints),
+                              ark(group["C"], w_ints[4:]), ark(group["H"], h_ints))
     backend.drop_key(key)

@@ -1,0 +1,170 @@
+"""A NumPy-backed stand-in for the parts of CuPy that CudaBackend uses, and keys shaped like a
+zkey's G1 sections: CudaBackend's host-side flow (lanes, streams, pinned staging, key residency,
+out-of-memory handling) runs without a GPU, its kernels on the CPU target."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import types
+import weakref
+from types import SimpleNamespace
+
+import numpy as np
+from py_arkworks_bls12381 import G1Point, Scalar
+
+from cuzk.curves import BLS12_381
+from kernels.gpu.g1 import g1_to_affine_mont
+
+R = BLS12_381.r
+
+
+class Dev(np.ndarray):
+    """A 'device array': NumPy memory with CuPy's set/get. ``set`` on a stream is a queued copy
+    that happens when the stream is synchronised or waited on (as a DMA would), reading the
+    source then: a source buffer overwritten before that is caught as wrong results."""
+
+    def set(self, arr, stream=None):
+        dst = np.asarray(self)
+        if stream is None:
+            np.copyto(dst, arr)
+        else:
+            stream.ops.append(lambda: np.copyto(dst, arr))
+
+    def get(self, stream=None, out=None):
+        if out is None:
+            return np.asarray(self).copy()
+        np.copyto(out, np.asarray(self))
+        return out
+
+
+class Stream:
+    """Queued copies run in order when the stream is synchronised, or up to an event."""
+
+    ptr = 0
+
+    def __init__(self):
+        self.ops: list = []
+        self.done = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def flush(self, upto: int | None = None):
+        end = len(self.ops) if upto is None else upto
+        while self.done < end:
+            op, self.ops[self.done] = self.ops[self.done], None   # a done copy holds nothing
+            op()
+            self.done += 1
+
+    def synchronize(self):
+        self.flush()
+
+    def wait_event(self, ev):
+        assert ev.stream is not None, "compute stream waited on an event that was never recorded"
+        ev.stream.flush(ev.mark)
+
+
+class Event:
+    def __init__(self, **kw):
+        self.stream = None
+        self.mark = 0
+
+    @property
+    def recorded(self):
+        return self.stream is not None
+
+    def record(self, stream):
+        self.stream, self.mark = stream, len(stream.ops)
+
+    def synchronize(self):
+        if self.stream is not None:
+            self.stream.flush(self.mark)
+
+
+class Pool:
+    """The memory pool: ``limit`` (bytes per allocation) makes larger ``cupy.empty`` calls fail
+    as CuPy's OutOfMemoryError does; ``track`` collects weak references to what is allocated."""
+
+    def __init__(self):
+        self.limit = None
+        self.track: list | None = None
+        self.freed = 0
+
+    def free_all_blocks(self):
+        self.freed += 1
+
+
+def fake_cupy(pool: Pool) -> types.ModuleType:
+    cp = types.ModuleType("cupy")
+
+    def empty(shape, dtype=np.uint32):
+        if pool.limit is not None and int(np.prod(shape)) * np.dtype(dtype).itemsize > pool.limit:
+            raise type("OutOfMemoryError", (Exception,), {})(f"out of memory allocating {shape}")
+        arr = np.empty(shape, dtype).view(Dev)
+        if pool.track is not None:
+            pool.track.append(weakref.ref(arr))
+        return arr
+
+    cp.empty = empty
+    cp.asarray = lambda a, dtype=None: np.asarray(a, dtype).view(Dev)
+    cp.get_default_memory_pool = lambda: pool
+    cp.get_default_pinned_memory_pool = lambda: pool
+    cp.cuda = SimpleNamespace(
+        Stream=lambda non_blocking=True: Stream(),
+        Event=Event,
+        Device=lambda i: contextlib.nullcontext(),
+        alloc_pinned_memory=lambda n: bytearray(n),
+        runtime=SimpleNamespace(memGetInfo=lambda: (1 << 30, 2 << 30), getDeviceCount=lambda: 1),
+    )
+    cp.__getattr__ = lambda name: getattr(np, name)   # sort, searchsorted, zeros, ...
+    return cp
+
+
+def install(monkeypatch) -> tuple[object, Pool]:
+    """CudaBackend(0) over the fake CuPy, kernels on the CPU executor: (backend, pool)."""
+    import sys
+
+    from cuzk.prover import cuda_backend
+    from kernels.gpu.launch import Executor
+    from kernels.gpu.runtime import cpu_target
+
+    pool = Pool()
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy(pool))
+    monkeypatch.setattr(cuda_backend, "cuda_device_count", lambda: 1)
+    monkeypatch.setattr(cuda_backend, "_make_executor",
+                        lambda cp, stream: Executor(cpu_target(), cp, stream=None))
+    monkeypatch.setattr(cuda_backend.CudaBackend, "_device",
+                        lambda self: contextlib.nullcontext())
+    return cuda_backend.CudaBackend(0), pool
+
+
+def groth16_key(n_vars: int, n_public: int, log_n: int, seed: int | None = None):
+    """A key shaped like a zkey's G1 sections, with most A and some B1 points at infinity; it
+    also answers what the CPU backend asks (``msm_g1``, ``sizes.log_domain``)."""
+    from cuzk.prover.msm import msm
+
+    rng = random.Random(n_vars if seed is None else seed)
+    n = 1 << log_n
+    pts = [G1Point() * Scalar(rng.randrange(1, R)) for _ in range(min(n_vars + n, 64))]
+    pts = [pts[i % len(pts)] for i in range(n_vars + n)]
+    ident = G1Point.identity()
+    a_pts = [p if i % 3 == 0 else ident for i, p in enumerate(pts[:n_vars])]
+    b_pts = [ident if i % 4 == 1 else p for i, p in enumerate(pts[1:n_vars + 1])]
+    c_pts = pts[2:n_vars - n_public + 1]
+    h_pts = pts[n_vars:]
+    group = {"A": a_pts, "B1": b_pts, "C": c_pts, "H": h_pts}
+    sections = {s: g1_to_affine_mont(p) for s, p in group.items()}
+    objs = {}
+    for s, p in group.items():
+        objs[s] = np.empty(len(p), dtype=object)
+        objs[s][:] = p
+    key = SimpleNamespace(
+        path="g.zkey",
+        sizes=SimpleNamespace(domain_size=n, n_vars=n_vars, n_public=n_public, log_domain=log_n),
+        g1_section_array=lambda s: sections[s],
+        msm_g1=lambda s, sc: msm(objs[s], sc, G1Point.identity()))
+    return key, group
