@@ -76,6 +76,14 @@ def _warm(lane, key):
     gpu_phase(key, _synthesis(key, 99), lane)
 
 
+def _warm_lane_over(backend, key):
+    """A new lane of ``backend`` with ``key`` resident on it and warmed."""
+    backend.upload_key(key)
+    lane = backend.lane()
+    _warm(lane, key)
+    return lane
+
+
 def test_two_lanes_are_inside_the_gpu_phase_at_once_and_match_the_cpu_path(fake):
     backend, _ = fake
     key, _ = groth16_key(30, 2, 5)
@@ -118,9 +126,7 @@ def test_one_shared_lane_serialises_the_phases_so_the_check_above_can_fail(fake)
     before lanes) never have two phases inside at once, so the barrier breaks."""
     backend, _ = fake
     key, _ = groth16_key(30, 2, 5)
-    backend.upload_key(key)
-    lane = backend.lane()
-    _warm(lane, key)
+    lane = _warm_lane_over(backend, key)
     arrived = threading.Barrier(2, timeout=BROKEN_S)
     inside: list[str] = []
     lane.step_meter = _parking_meter(arrived, None, inside)
@@ -142,9 +148,7 @@ def test_a_key_dropped_while_a_lane_uses_it_stays_usable_until_the_phase_ends(fa
     the backend is safe anyway: the phase holds its own reference to the resident points."""
     backend, _ = fake
     key, _ = groth16_key(30, 2, 5)
-    backend.upload_key(key)
-    lane = backend.lane()
-    _warm(lane, key)
+    lane = _warm_lane_over(backend, key)
     arrived = threading.Barrier(2, timeout=BOUND_S)
     release = threading.Barrier(2, timeout=BOUND_S)
     lane.step_meter = _parking_meter(arrived, release, [], step="MSM B1")
@@ -238,9 +242,7 @@ def test_two_lanes_together_stay_within_twice_the_working_bytes(fake):
 def test_one_lane_phase_peak_is_within_working_bytes(fake):
     backend, _ = fake
     key, _ = groth16_key(1 << 10, 2, 10)
-    backend.upload_key(key)
-    lane = backend.lane()
-    _warm(lane, key)
+    lane = _warm_lane_over(backend, key)
     synth = _synthesis(key, 13)
     tracemalloc.start()
     try:
