@@ -390,8 +390,8 @@ def section_engine(backend: str, jobs: int, workers: list[int],
     from dataclasses import replace
 
     from cuzk.cli import bench_engine as bench
-    from cuzk.engine.real_prover import RealProver
     from cuzk.engine.settings import EngineSettings, default_proof_kinds
+    from cuzk.prover.real_prover import RealProver
 
     all_kinds = default_proof_kinds()
     chosen = {k: v for k, v in all_kinds.items() if kinds is None or k in kinds}

@@ -233,7 +233,7 @@ def run_engine_bench(
 
     def make() -> ProverBackend:
         if which == "real":
-            from cuzk.engine.real_prover import RealProver
+            from cuzk.prover.real_prover import RealProver
 
             return RealProver(settings)
         return scripted_prover(scale)

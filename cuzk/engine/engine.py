@@ -114,7 +114,7 @@ class Engine:
         self.settings = _settings_of(config)
         s = self.settings
         if prover is None:
-            from cuzk.engine.real_prover import RealProver
+            from cuzk.prover.real_prover import RealProver
 
             prover = RealProver(s)
         self.prover = prover

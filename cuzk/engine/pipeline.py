@@ -267,7 +267,7 @@ class Pipeline:
         (this thread, until the hand-off to a finalizer) calls it, after ``gpu_phase`` has
         returned or raised. A pinned key is never claimed for eviction, so the prover never
         drops a key from a device while a worker's lane is using it. Workers of one device run
-        their phases at the same time (each on its own lane, cuzk.engine.real_prover), each
+        their phases at the same time (each on its own lane, cuzk.prover.real_prover), each
         inside its own device reservation of the partition's ``device_bytes``.
         """
         job, st = p.job, self._st(p)

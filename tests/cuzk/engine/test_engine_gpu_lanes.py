@@ -12,11 +12,10 @@ from typing import ClassVar
 import pytest
 
 from cuzk.circuits.registry import bundled_circuits
-from cuzk.engine import real_prover
 from cuzk.engine.keys import CONSUMER, KeyResidency
 from cuzk.engine.memory import MemoryBudget
 from cuzk.engine.settings import EngineSettings, default_proof_kinds
-from cuzk.prover import cuda_backend
+from cuzk.prover import cuda_backend, real_prover
 from cuzk.prover.keystore import ensure_zkey
 from tests.conftest import KEYS_DIR
 

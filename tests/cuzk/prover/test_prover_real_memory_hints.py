@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from cuzk.circuits.registry import bundled_circuits
-from cuzk.engine.real_prover import RealProver
 from cuzk.engine.settings import EngineSettings, default_proof_kinds
 from cuzk.prover.keystore import ensure_zkey
+from cuzk.prover.real_prover import RealProver
 from tests.conftest import KEYS_DIR
 
 
