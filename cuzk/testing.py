@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cuzk.engine.backend import KeyHandle, PartitionMemory, ProofResult
+from cuzk.errors import CuzkError
 
 STEPS = ("load_key", "unload_key", "synthesize", "gpu", "finalize")
 Match = Callable[[Mapping[str, Any]], bool] | str | None
@@ -154,6 +155,22 @@ class ScriptedProver:
 
     def device_memory_bytes(self, device: str) -> int | None:
         return None if device == "cpu" else self._device_memory
+
+    def device_pci_bus_id(self, device: str) -> str | None:
+        return None
+
+    def key_device_bytes_hint(self, proof_kind: str) -> int:
+        """0: the scripted key's device bytes are known only once loaded."""
+        return 0
+
+    def check_inputs(self, proof_kind: str, inputs: Sequence[Mapping[str, Any]]) -> None:
+        """Scripted partitions take any inputs."""
+
+    def verification_key(self, proof_kind: str) -> dict[str, Any]:
+        raise CuzkError("the scripted prover has no verification keys")
+
+    def upload_key(self, handle: KeyHandle) -> None:
+        """Scripted keys live nowhere: loading is all there is."""
 
     def _kind(self, proof_kind: str) -> ScriptedKind:
         return self.kinds.setdefault(proof_kind, ScriptedKind())

@@ -38,7 +38,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from cuzk.curves import BLS12_381, Curve
+from kernels.curves import BLS12_381, Curve
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ import threading
 import numba
 import numpy as np
 
-from cuzk.curves import BLS12_381, Curve
 from kernels._threads import cpu_count, run_parallel
+from kernels.curves import BLS12_381, Curve
 from kernels.field import FR, fr_add, fr_copy, fr_mont_mul, fr_sub, int_to_limbs
 
 MAX_LOG_N = 24

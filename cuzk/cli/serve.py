@@ -156,6 +156,7 @@ def serve(config: Config) -> int:
     from cuzk.api.app import create_app
     from cuzk.engine import Engine
     from cuzk.engine.journal import JournalError
+    from cuzk.prover.real_prover import RealProver
     from cuzk.telemetry.metrics import EngineMetrics
     from cuzk.telemetry.tracing import build_tracer_provider
 
@@ -171,7 +172,7 @@ def serve(config: Config) -> int:
     # The application owns the OpenTelemetry SDK and the metrics; the engine speaks the API.
     provider = build_tracer_provider(settings.service_name) if settings.tracing_enabled else None
     try:
-        engine = Engine(settings, tracer_provider=provider)
+        engine = Engine(settings, RealProver(settings), tracer_provider=provider)
     except JournalError as e:
         print(f"cuzk serve: refusing to start: {e}", file=sys.stderr)
         return 2
@@ -194,7 +195,7 @@ def serve(config: Config) -> int:
         server = _Server(
             uvicorn_config(app, config),
             config,
-            backend=str(getattr(engine.prover, "name", config.engine.backend)),
+            backend=engine.prover.name,
             engine=engine,
         )
         server.run()

@@ -42,31 +42,70 @@ class KeyHandle:
 class ProofResult:
     """snarkjs-shaped ``proof.json`` and ``public.json`` contents."""
 
-    proof: dict
+    proof: dict[str, Any]
     public: list[str]
 
 
 @runtime_checkable
 class ProverBackend(Protocol):
-    """What the engine calls. Every method may be called from any engine thread.
+    """What the engine calls, every capability declared (no method is looked up by name).
+    Every method may be called from any engine thread.
 
-    name: "cpu" or "cuda" (the build_info label).
-    devices: device labels GPU workers run on: ["cpu"] or ["cuda:0", ...].
+    A prover that has nothing to say for a capability answers the neutral value its docstring
+    names (``None``, ``0``, a no-op), never leaves the method out.
     """
 
-    name: str
-    devices: Sequence[str]
+    @property
+    def name(self) -> str:
+        """The backend's name, "cpu" or "cuda" (the build_info label)."""
+        ...
+
+    @property
+    def devices(self) -> Sequence[str]:
+        """Device labels GPU workers run on: ["cpu"] or ["cuda:0", ...]."""
+        ...
 
     def device_memory_bytes(self, device: str) -> int | None:
         """Total memory of a device, or None when it has none of its own (CPU)."""
+        ...
+
+    def device_pci_bus_id(self, device: str) -> str | None:
+        """The PCI bus id of a CUDA device, so telemetry finds that device in NVML (whose
+        numbering differs from CUDA's); None when unknown or not a CUDA device."""
         ...
 
     def key_bytes_hint(self, proof_kind: str) -> int:
         """Host bytes loading this key will take, known before loading (reserved first)."""
         ...
 
+    def key_device_bytes_hint(self, proof_kind: str) -> int:
+        """The key's device bytes per device, known before loading (0: known only after
+        :meth:`load_key`, or no device)."""
+        ...
+
+    def partition_memory_hint(self, proof_kind: str) -> PartitionMemory | None:
+        """What one partition will reserve, known before loading (None: only after)."""
+        ...
+
+    def check_inputs(self, proof_kind: str, inputs: Sequence[Mapping[str, Any]]) -> None:
+        """Raise cuzk.errors.WitnessError for inputs the kind can never take, called by submit
+        before anything changes so bad inputs are refused rather than failing a job later
+        (a no-op for a prover that cannot tell)."""
+        ...
+
+    def verification_key(self, proof_kind: str) -> dict[str, Any]:
+        """The snarkjs-format verification key of the kind's proving key (raises
+        cuzk.errors.CuzkError when the prover has no keys)."""
+        ...
+
     def load_key(self, proof_kind: str) -> KeyHandle:
-        """Load (and upload to every device) the proving key of a proof kind."""
+        """Load and check the proving key on the host; ``device_bytes`` of the handle is what
+        :meth:`upload_key` will take per device."""
+        ...
+
+    def upload_key(self, handle: KeyHandle) -> None:
+        """Upload a loaded key to every device, called only once its device bytes are reserved
+        (a no-op for a prover that keeps keys on the host)."""
         ...
 
     def unload_key(self, handle: KeyHandle) -> None:
@@ -88,11 +127,3 @@ class ProverBackend(Protocol):
     def release_abc(self, synthesis: Any) -> None:
         """Drop the a/b/c arrays once the GPU phase no longer needs them."""
         ...
-
-    # Optional: ``check_inputs(proof_kind, inputs)`` raising cuzk.errors.WitnessError, called by
-    # submit before anything changes so bad inputs are refused rather than failing a job later.
-    # Optional: ``device_pci_bus_id(device) -> str | None``, the PCI bus id of a CUDA device, so
-    # telemetry can find that device in NVML (whose numbering differs from CUDA's).
-    # Optional: ``key_device_bytes_hint(proof_kind) -> int``, the key's device bytes per device
-    # known before loading, and ``upload_key(handle)``: with it, ``load_key`` is host-only (its
-    # ``device_bytes`` computed) and the engine uploads only once those bytes are reserved.

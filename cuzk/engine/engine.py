@@ -36,20 +36,27 @@ from cuzk.engine.events import (
 from cuzk.engine.jobs import Job, Partition
 from cuzk.engine.journal import JobRecord, Journal, JournalError, JournalRecorder, inputs_digest
 from cuzk.engine.keys import KeyResidency
+from cuzk.engine.leases import GpuWorker
 from cuzk.engine.memory import MemoryBudget, auto_budget
 from cuzk.engine.pipeline import Pipeline
 from cuzk.engine.settings import EngineSettings
 from cuzk.engine.snapshot import BudgetView, EngineSnapshot, JobView, KeyView, WaiterView
 from cuzk.engine.spans import SpanBook, extract_context, span_context_of, traceparent_of
 from cuzk.errors import (
-    CuzkError,
     InputError,
     RequestConflict,
     Unavailable,
     UnknownJob,
     UnknownProofKind,
 )
-from cuzk.protocol import ACTIVE_PHASES, JOB_OUTCOMES, PRIORITY_RANK, CircuitInfo
+from cuzk.protocol import (
+    ACTIVE_PHASES,
+    JOB_OUTCOMES,
+    PRIORITY_RANK,
+    CircuitInfo,
+    StatusInfo,
+    priority_of,
+)
 
 RECENT_JOBS = 50
 """Finished jobs a status snapshot lists after the unfinished ones (most recent first)."""
@@ -89,7 +96,9 @@ def _settings_of(config: Any) -> EngineSettings:
     if isinstance(config, EngineSettings):
         return config
     if hasattr(config, "engine_settings"):
-        return config.engine_settings()
+        settings = config.engine_settings()
+        if isinstance(settings, EngineSettings):
+            return settings
     if config is None:
         return EngineSettings()
     raise TypeError(f"Engine needs EngineSettings (or a config with engine_settings()), "
@@ -97,7 +106,11 @@ def _settings_of(config: Any) -> EngineSettings:
 
 
 class Engine:
-    """A proving engine. ``Engine(settings, prover=None)``; None means the real prover.
+    """A proving engine over the prover it is given: ``Engine(settings, prover)``.
+
+    The engine never builds a prover itself (``cuzk serve`` injects
+    ``cuzk.prover.real_prover.RealProver``; tests a scripted one), so constructing one loads no
+    numba, wasmtime or ``cuzk.prover``.
 
     ``tracer_provider``: spans go there (``cuzk serve`` passes the SDK provider it built from
     the ``OTEL_*`` environment; tests one with an in-memory exporter). Without one the engine
@@ -107,16 +120,12 @@ class Engine:
 
     def __init__(
         self,
-        config: EngineSettings | Any = None,
-        prover: ProverBackend | None = None,
+        config: EngineSettings | Any,
+        prover: ProverBackend,
         tracer_provider: trace.TracerProvider | None = None,
     ) -> None:
         self.settings = _settings_of(config)
         s = self.settings
-        if prover is None:
-            from cuzk.prover.real_prover import RealProver
-
-            prover = RealProver(s)
         self.prover = prover
         self.tracer_provider = tracer_provider
         self.spans = SpanBook(tracer_provider, enabled=s.tracing_enabled)
@@ -271,7 +280,8 @@ class Engine:
 
     def recovered(self) -> dict[tuple[str, str], int]:
         """Jobs recovered from the journal at start, by (proof kind, outcome)."""
-        return self.counters.get("jobs_recovered")  # type: ignore[return-value]
+        return {(str(k[0]), str(k[1])): n for k, n in self.counters.get("jobs_recovered").items()
+                if isinstance(k, tuple)}
 
     def _journal_written(self, seconds: float) -> None:
         if self.events.active:
@@ -326,9 +336,8 @@ class Engine:
             if prev.outcome not in ("failed", "cancelled"):
                 return prev  # a replay: nothing else runs
         self._check_memory(proof_kind)
-        check = getattr(self.prover, "check_inputs", None)
-        if check is not None:  # bad signals are the caller's error (422), not a failed job later
-            check(proof_kind, inputs)
+        # Bad signals are the caller's error (422), not a failed job later.
+        self.prover.check_inputs(proof_kind, inputs)
         parent = extract_context(trace_context)
 
         with self._submit_lock:
@@ -345,7 +354,8 @@ class Engine:
             if self.journal is not None:  # durable before anyone hears of it (the 202)
                 try:
                     self.journal.record_accepted(JobRecord(
-                        job.id, request_id, proof_kind, priority, list(inputs), digest,
+                        job.id, request_id, proof_kind, priority, [dict(p) for p in inputs],
+                        digest,
                         _traceparent(trace_context), traceparent_of(job.span), attempt, job.seq,
                         job.submitted_at))
                 except JournalError as e:
@@ -424,7 +434,7 @@ class Engine:
         inputs: Sequence[Mapping[str, Any]],
         parent: Any,
         links: Sequence[Any] = (),
-        proven: Mapping[int, tuple[dict, list[str]]] | None = None,
+        proven: Mapping[int, tuple[dict[str, Any], list[str]]] | None = None,
     ) -> None:
         """The job span and one span per partition to prove (``proven`` ones are settled)."""
         attrs = {
@@ -594,31 +604,28 @@ class Engine:
             out.append({
                 "proof_kind": name,
                 "partitions": kind.partitions,
-                "priority": kind.priority,  # type: ignore[typeddict-item]
+                "priority": priority_of(kind.priority),
                 "resident": rk is not None,
-                "sizes": dict(rk.handle.sizes) if rk else None,
+                "sizes": dict(rk.handle.sizes) if rk and rk.handle else None,
                 "key_host_bytes": rk.host_bytes if rk else None,
             })
         return out
 
-    def preload(self, proof_kind: str) -> dict:
+    def preload(self, proof_kind: str) -> dict[str, Any]:
         kind = self.settings.proof_kinds.get(proof_kind)
         if kind is None:
             raise UnknownProofKind(f"unknown proof kind {proof_kind!r}")
         rk = self.keys.preload(proof_kind, kind.priority)
         return {"proof_kind": proof_kind, "resident": True, "host_bytes": rk.host_bytes}
 
-    def verification_key(self, proof_kind: str) -> dict:
+    def verification_key(self, proof_kind: str) -> dict[str, Any]:
         """The snarkjs-format verification key of the key this engine proves ``proof_kind``
         with (from the prover backend; a backend without keys raises CuzkError)."""
         if proof_kind not in self.settings.proof_kinds:
             raise UnknownProofKind(f"unknown proof kind {proof_kind!r}")
-        export = getattr(self.prover, "verification_key", None)
-        if export is None:
-            raise CuzkError(f"the {type(self.prover).__name__} prover has no verification keys")
-        return export(proof_kind)
+        return self.prover.verification_key(proof_kind)
 
-    def evict(self, proof_kind: str) -> dict:
+    def evict(self, proof_kind: str) -> dict[str, Any]:
         if proof_kind not in self.settings.proof_kinds:
             raise UnknownProofKind(f"unknown proof kind {proof_kind!r}")
         return {"proof_kind": proof_kind, "result": self.keys.evict(proof_kind)}
@@ -632,7 +639,7 @@ class Engine:
         self.events.publish(WorkersPaused(False))
 
     @property
-    def workers(self) -> list:
+    def workers(self) -> list[GpuWorker]:
         return list(self.pipeline.workers)
 
     # ---- reads -------------------------------------------------------------------------------
@@ -701,9 +708,9 @@ class Engine:
             spans_open=len(self.spans.open_spans()),
         )
 
-    def status(self) -> dict:
-        """The status snapshot in its wire shape (``cuzk.protocol.StatusInfo``)."""
-        return self.snapshot().to_wire()  # type: ignore[return-value]
+    def status(self) -> StatusInfo:
+        """The status snapshot in its wire shape."""
+        return self.snapshot().to_wire()
 
     def quiescent(self) -> bool:
         """Nothing in flight: no live job, lease, reservation besides keys, or open job span."""

@@ -49,6 +49,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from cuzk.engine.backend import KeyHandle, PartitionMemory, ProverBackend
 from cuzk.engine.memory import (
@@ -166,12 +167,8 @@ class KeyResidency:
         if known is not None:
             return known
         key_host = int(self._prover.key_bytes_hint(kind))
-        device_hint: Callable[[str], int] | None = getattr(
-            self._prover, "key_device_bytes_hint", None)
-        key_device = int(device_hint(kind)) if device_hint is not None and self._devices else 0
-        hint: Callable[[str], PartitionMemory | None] | None = getattr(
-            self._prover, "partition_memory_hint", None)
-        partition = hint(kind) if hint is not None else None
+        key_device = int(self._prover.key_device_bytes_hint(kind)) if self._devices else 0
+        partition = self._prover.partition_memory_hint(kind)
         with self._cond:
             return self._needs.setdefault(kind, KindNeed(key_host, key_device, partition, False))
 
@@ -266,7 +263,7 @@ class KeyResidency:
                 return (slot, res, created), []
             return None, choose_victims({b: x for b, x in want.items() if x}, exclude=slot)
 
-        waiter_detail: dict = {"proof_kind": kind, "tag": tag}
+        waiter_detail: dict[str, Any] = {"proof_kind": kind, "tag": tag}
         n0 = self.need(kind)
         return self._host.wait_for(
             attempt, n0.working + n0.key_host, PARTITION_CONSUMER if with_partition else CONSUMER,
@@ -312,7 +309,6 @@ class KeyResidency:
         """Creator only, outside the lock: load, true the bytes up, upload (when the prover
         uploads separately, only once the device bytes are held), publish (or fail) the slot."""
         kind = slot.proof_kind
-        upload: Callable[[KeyHandle], None] | None = getattr(self._prover, "upload_key", None)
         with self._kind_lock(kind):
             try:
                 handle = self._prover.load_key(kind)
@@ -334,10 +330,10 @@ class KeyResidency:
                 if not fits:  # larger than granted: give it all back, everyone queues again
                     slot.error = _Resized()
                     self._claim(slot)
-            if fits and upload is not None:
+            if fits:
                 # The slot is still "loading": nobody uses or evicts it until it is published.
                 try:
-                    upload(handle)
+                    self._prover.upload_key(handle)
                 except BaseException as exc:
                     try:
                         self._prover.unload_key(handle)
@@ -458,7 +454,7 @@ class KeyResidency:
             slot = self._slots.get(kind)
             return slot is not None and slot.state == "resident"
 
-    def snapshot(self) -> list[dict]:
+    def snapshot(self) -> list[dict[str, Any]]:
         now = time.monotonic()
         with self._cond:
             slots = [s for s in self._slots.values() if s.state == "resident"]

@@ -17,6 +17,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily, Metric
 
+from cuzk.engine.backend import ProverBackend
+
 log = logging.getLogger(__name__)
 
 _PCI = re.compile(
@@ -35,14 +37,13 @@ def parse_pci_bus_id(text: str | bytes) -> tuple[int, int, int, int] | None:
     return (int(m["domain"] or "0", 16), int(m["bus"], 16), int(m["dev"], 16), int(m["fn"], 16))
 
 
-def cuda_device_ids(prover: Any) -> list[tuple[str, str]]:
+def cuda_device_ids(prover: ProverBackend) -> list[tuple[str, str]]:
     """(device label, PCI bus id) for each CUDA device the prover runs GPU workers on."""
-    lookup = getattr(prover, "device_pci_bus_id", None)
     out = []
-    for device in getattr(prover, "devices", ()):
+    for device in prover.devices:
         if not str(device).startswith("cuda:"):
             continue
-        bus_id = lookup(device) if lookup is not None else None
+        bus_id = prover.device_pci_bus_id(device)
         if bus_id:
             out.append((device, str(bus_id)))
         else:
@@ -107,7 +108,7 @@ def register_nvml(
     without NVML or without a match. ``nvml``: the pynvml module (tests pass a fake)."""
     try:
         if nvml is None:
-            import pynvml as nvml  # type: ignore[import-not-found, no-redef]
+            import pynvml as nvml  # type: ignore[no-redef]
         nvml.nvmlInit()
         handles = match_devices(nvml, devices)
     except Exception as exc:  # no library, no driver: these metrics are optional

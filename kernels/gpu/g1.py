@@ -17,7 +17,7 @@ import types
 
 import numpy as np
 
-from cuzk.curves import BLS12_381
+from kernels.curves import BLS12_381
 from kernels.field import int_to_limbs
 from kernels.gpu.runtime import Target
 

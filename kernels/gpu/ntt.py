@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from cuzk.curves import BLS12_381
+from kernels.curves import BLS12_381
 from kernels.field import FR_PARAMS, int_to_limbs
 from kernels.gpu.launch import SHARED_ELEMS, Executor
 from kernels.gpu.runtime import Target

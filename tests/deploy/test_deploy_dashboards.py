@@ -256,11 +256,13 @@ def engine_exposition(tmp_path_factory) -> str:
     from cuzk.api.app import create_app
     from cuzk.config import load_config
     from cuzk.engine import Engine
+    from cuzk.prover.real_prover import RealProver
 
     journal = tmp_path_factory.mktemp("journal") / "journal.sqlite3"
     config = load_config(None, env={"CUZK_ENGINE_BACKEND": "cpu",
                                     "CUZK_JOURNAL_PATH": str(journal)})
-    engine = Engine(config.engine_settings())
+    settings = config.engine_settings()
+    engine = Engine(settings, RealProver(settings))
     engine.start()
     try:
         with TestClient(create_app(engine, config)) as client:

@@ -17,6 +17,7 @@ from cuzk.api.signals import FIELD_ORDER
 from cuzk.config import Config
 from cuzk.engine.engine import Engine
 from cuzk.engine.settings import EngineSettings, ProofKindSettings
+from cuzk.prover.real_prover import RealProver
 from cuzk.testing import ScriptedProver
 
 pytestmark = pytest.mark.filterwarnings("ignore::starlette.exceptions.StarletteDeprecationWarning")
@@ -123,7 +124,7 @@ def real_engine(zkey: Path) -> Engine:
         memory_budget_bytes=1 << 30,
         proof_kinds={KIND: ProofKindSettings(KIND, 1, "critical", zkey=zkey)},
     )
-    return Engine(settings).start()
+    return Engine(settings, RealProver(settings)).start()
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,7 @@ from cuzk.config import Config, ProofKindConfig
 from cuzk.engine.engine import Engine
 from cuzk.engine.settings import EngineSettings, ProofKindSettings
 from cuzk.prover.keys import ProvingKey
+from cuzk.prover.real_prover import RealProver
 from cuzk.prover.verify import VerificationKey, verify
 from tests.cuzk.prover.test_prover_keycheck import R1CS, WASM, ZKEY, corrupt
 
@@ -42,7 +43,7 @@ def _app(tmp_path: Path, zkey: Path, sample: Path | None = INPUT):
             "tiny": ProofKindConfig("tiny", R1CS, WASM, zkey, sample_input=sample, partitions=2)
         }
     )
-    engine = Engine(settings).start()
+    engine = Engine(settings, RealProver(settings)).start()
     return engine, create_app(engine, config)
 
 

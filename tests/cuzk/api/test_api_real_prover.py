@@ -16,6 +16,7 @@ with warnings.catch_warnings():
 from cuzk.api.app import create_app
 from cuzk.engine.engine import Engine
 from cuzk.engine.settings import EngineSettings, ProofKindSettings
+from cuzk.prover.real_prover import RealProver
 from cuzk.prover.verify import verify
 
 KIND = "winning-post"
@@ -31,7 +32,7 @@ def real(bundled) -> Iterator[tuple[TestClient, Engine, dict]]:
         memory_budget_bytes=1 << 30,
         proof_kinds={KIND: ProofKindSettings(KIND, 1, "critical", zkey=b.zkey_path)},
     )
-    engine = Engine(settings).start()
+    engine = Engine(settings, RealProver(settings)).start()
     with TestClient(create_app(engine)) as client:
         yield client, engine, b
     engine.shutdown(timeout=10)
