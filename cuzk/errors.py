@@ -22,6 +22,7 @@ class FormatError(InputError):
         super().__init__(f"{path}: {problem}")
         self.path = str(path)
         self.problem = problem
+        self.section: int | None = None  # the file section at fault, when one is (API field)
 
 
 class WitnessError(InputError):

@@ -10,9 +10,9 @@ client pays nothing for it.
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, get_args
+from typing import Any, Literal, NotRequired, TypeVar, get_args
 
-from typing_extensions import TypedDict  # pydantic reads TypedDicts from here on Python 3.11
+from typing_extensions import TypedDict, TypeIs  # pydantic reads TypedDicts from here on 3.11
 
 # ---- names ------------------------------------------------------------------------------
 
@@ -56,20 +56,67 @@ WORKER_STATES: tuple[str, ...] = get_args(WorkerState)
 
 KeyEvictResult = Literal["evicted", "deferred", "not_resident"]
 
+
+def _is_priority(name: str) -> TypeIs[Priority]:
+    return name in PRIORITIES
+
+
+def _is_phase(name: str) -> TypeIs[Phase]:
+    return name in PARTITION_PHASES
+
+
+def _is_job_state(name: str) -> TypeIs[JobState]:
+    return name in JOB_STATES
+
+
+def priority_of(name: str) -> Priority:
+    """``name`` as a wire priority (ValueError for a name the protocol has not)."""
+    if not _is_priority(name):
+        raise ValueError(f"{name!r} is not a priority ({', '.join(PRIORITIES)})")
+    return name
+
+
+def phase_of(name: str) -> Phase:
+    """``name`` as a wire partition phase (ValueError for a name the protocol has not)."""
+    if not _is_phase(name):
+        raise ValueError(f"{name!r} is not a partition phase")
+    return name
+
+
+def job_state_of(name: str) -> JobState:
+    """``name`` as a wire job state (ValueError for a name the protocol has not)."""
+    if not _is_job_state(name):
+        raise ValueError(f"{name!r} is not a job state")
+    return name
+
 # ---- shapes -----------------------------------------------------------------------------
 # Each body is a TypedDict (no import cost for a client). ``__pydantic_config__`` is read only
 # where the OpenAPI document is generated: a shape lists every field it may carry (``closed``),
 # field docstrings become descriptions.
 _CLOSED = {"extra": "forbid", "use_attribute_docstrings": True}
 _OPEN = {"extra": "allow", "use_attribute_docstrings": True}
+_CONFIG = "__pydantic_config__"  # set after the class body: a TypedDict body holds fields only
+_Shape = TypeVar("_Shape")
+
+
+def _closed(shape: type[_Shape]) -> type[_Shape]:
+    """A shape that lists every field it may carry."""
+    setattr(shape, _CONFIG, _CLOSED)
+    return shape
+
+
+def _open(shape: type[_Shape]) -> type[_Shape]:
+    """A shape that may carry fields beyond those listed."""
+    setattr(shape, _CONFIG, _OPEN)
+    return shape
+
 
 # ---- requests ---------------------------------------------------------------------------
 
 
+@_closed
 class SubmitRequest(TypedDict):
     """``POST /v1/proofs``."""
-
-    __pydantic_config__ = _CLOSED
 
     proof_kind: str
     inputs: list[dict[str, Any]]
@@ -83,8 +130,8 @@ class SubmitRequest(TypedDict):
 # ---- jobs -------------------------------------------------------------------------------
 
 
+@_closed
 class PartitionInfo(TypedDict):
-    __pydantic_config__ = _CLOSED
     index: int
     phase: Phase
     phase_ms: dict[str, float]
@@ -94,16 +141,16 @@ class PartitionInfo(TypedDict):
     error: str | None
 
 
+@_closed
 class ProofEntry(TypedDict):
-    __pydantic_config__ = _CLOSED
     proof: dict[str, Any]
     """snarkjs ``proof.json``."""
     public: list[Any]
     """snarkjs ``public.json``."""
 
 
+@_closed
 class JobTimings(TypedDict):
-    __pydantic_config__ = _CLOSED
     submitted_at: float
     """Wall-clock seconds (Unix time)."""
     finished_at: float | None
@@ -111,10 +158,9 @@ class JobTimings(TypedDict):
     """From submit to the outcome (to now while the job runs)."""
 
 
+@_closed
 class JobInfo(TypedDict):
     """A job, as ``POST /v1/proofs``, ``GET/DELETE /v1/proofs/{id}`` and the status return it."""
-
-    __pydantic_config__ = _CLOSED
 
     id: str
     request_id: str | None
@@ -133,8 +179,8 @@ class JobInfo(TypedDict):
 # ---- status -----------------------------------------------------------------------------
 
 
+@_closed
 class WorkerInfo(TypedDict):
-    __pydantic_config__ = _CLOSED
     id: str
     device: str
     state: WorkerState
@@ -150,8 +196,8 @@ class WorkerInfo(TypedDict):
     partitions_proven: int
 
 
+@_closed
 class MemoryWaiterInfo(TypedDict):
-    __pydantic_config__ = _CLOSED
     consumer: str
     bytes: int
     priority: Priority | None
@@ -159,8 +205,8 @@ class MemoryWaiterInfo(TypedDict):
     partition: int | None
 
 
+@_closed
 class MemoryBudgetInfo(TypedDict):
-    __pydantic_config__ = _CLOSED
     name: str
     budget_bytes: int
     reserved_bytes: int
@@ -171,14 +217,14 @@ class MemoryBudgetInfo(TypedDict):
     evicted_bytes: int
 
 
+@_closed
 class MemoryInfo(MemoryBudgetInfo):
-    __pydantic_config__ = _CLOSED
     devices: dict[str, MemoryBudgetInfo]
     """One budget per GPU device (CUDA backend), by device name."""
 
 
+@_closed
 class KeyInfo(TypedDict):
-    __pydantic_config__ = _CLOSED
     proof_kind: str
     host_bytes: int
     device_bytes: dict[str, int]
@@ -188,16 +234,16 @@ class KeyInfo(TypedDict):
     evict_requested: bool
 
 
+@_closed
 class QueueDepths(TypedDict):
-    __pydantic_config__ = _CLOSED
     pending: int
     """Partitions waiting for a synthesis thread."""
     gpu: int
     finalize: int
 
 
+@_closed
 class CounterTotals(TypedDict):
-    __pydantic_config__ = _CLOSED
     jobs_submitted: dict[str, int]
     """By proof kind."""
     jobs_completed: dict[str, int]
@@ -206,10 +252,9 @@ class CounterTotals(TypedDict):
     """By ``<worker>/<proof kind>``."""
 
 
+@_closed
 class StatusInfo(TypedDict):
     """``GET /v1/status``: one snapshot, computed from open leases and scopes when asked."""
-
-    __pydantic_config__ = _CLOSED
 
     time: float
     uptime_s: float
@@ -232,8 +277,8 @@ class StatusInfo(TypedDict):
 # ---- circuits, keys, workers, health ----------------------------------------------------
 
 
+@_closed
 class CircuitInfo(TypedDict):
-    __pydantic_config__ = _CLOSED
     proof_kind: str
     partitions: int
     priority: Priority
@@ -242,44 +287,44 @@ class CircuitInfo(TypedDict):
     key_host_bytes: int | None
 
 
+@_closed
 class CircuitList(TypedDict):
-    __pydantic_config__ = _CLOSED
     circuits: list[CircuitInfo]
 
 
+@_closed
 class KeyPreloadInfo(CircuitInfo):
-    __pydantic_config__ = _CLOSED
     host_bytes: int
 
 
+@_closed
 class KeyEvictInfo(CircuitInfo):
-    __pydantic_config__ = _CLOSED
     result: KeyEvictResult
 
 
+@_closed
 class WorkersPausedInfo(TypedDict):
-    __pydantic_config__ = _CLOSED
     workers_paused: bool
 
 
+@_closed
 class Health(TypedDict):
-    __pydantic_config__ = _CLOSED
     status: Literal["ok"]
     version: str
 
 
+@_closed
 class Readiness(TypedDict):
-    __pydantic_config__ = _CLOSED
     status: Literal["ready", "not ready"]
     reason: NotRequired[str]
     """Why not ready: not started, draining, the journal cannot be written."""
 
 
+@_open
 class VerificationKey(TypedDict):
     """snarkjs's ``verification_key.json`` (what ``snarkjs zkey export verificationkey``
     writes, ``vk_alphabeta_12`` included), for ``snarkjs groth16 verify``."""
 
-    __pydantic_config__ = _OPEN
     protocol: Literal["groth16"]
     curve: str
     nPublic: int
@@ -295,18 +340,18 @@ SampleInput = dict[str, Any]
 """A proof kind's example input signals for one partition."""
 
 
+@_closed
 class Error(TypedDict):
-    __pydantic_config__ = _CLOSED
     error: str
     """What is wrong, for a human."""
 
 
+@_closed
 class ServerFault(TypedDict):
     """A server-side fault. When a server-side file (proving key, circuit) is at fault,
     ``file`` names it, ``section`` the part of it that is wrong (when known) and ``problem``
     says what is wrong; ``error`` repeats all of it for a human."""
 
-    __pydantic_config__ = _CLOSED
     error: str
     file: NotRequired[str]
     section: NotRequired[str]

@@ -419,7 +419,7 @@ def create_app(
         return JSONResponse({"workers_paused": False})
 
     @endpoint
-    async def metrics(request: Request) -> Response:
+    async def serve_metrics(request: Request) -> Response:
         if engine_metrics is None:
             raise ApiError(404, "metrics are disabled (telemetry.metrics = false)")
         from prometheus_client.exposition import choose_encoder
@@ -469,7 +469,7 @@ def create_app(
         Route("/v1/keys/{proof_kind}", evict_key, methods=["DELETE"]),
         Route("/v1/workers/pause", pause_workers, methods=["POST"]),
         Route("/v1/workers/resume", resume_workers, methods=["POST"]),
-        Route("/metrics", metrics, methods=["GET"]),
+        Route("/metrics", serve_metrics, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),

@@ -276,7 +276,7 @@ def _workers(
         Column("lease", right=True, drop=2), Column("busy time", right=True, drop=1),
         Column("proven", right=True, drop=1),
     ]
-    rows = []
+    rows: list[dict[str, str | Text]] = []
     for w in snapshot["workers"]:
         frac = _busy_fraction(w, snapshot, previous, now)
         state = "paused" if w["paused"] and w["state"] == "idle" else w["state"]
@@ -334,7 +334,7 @@ def _jobs(snapshot: StatusInfo, width: int) -> RenderableType:
         Column("parts", right=True),
         Column("time", right=True, drop=2), Column("priority", drop=1),
     ]
-    rows = []
+    rows: list[dict[str, str | Text]] = []
     for j in shown:
         parts = j["partitions"]
         n_done = sum(1 for p in parts if p["phase"] == "done")
@@ -383,7 +383,7 @@ def _keys(snapshot: StatusInfo, width: int) -> RenderableType:
         Column("device", right=True, drop=2),
         Column("in use", right=True), Column("idle", right=True, drop=1),
     ]
-    rows = []
+    rows: list[dict[str, str | Text]] = []
     for k in snapshot["keys"]:
         dev = sum(k["device_bytes"].values())
         rows.append({

@@ -108,7 +108,7 @@ class JobRecord:
     state: str = ACCEPTED
     error: str | None = None
     finished_at: float | None = None
-    proofs: dict[int, tuple[dict, list[str]]] = field(default_factory=dict)
+    proofs: dict[int, tuple[dict[str, Any], list[str]]] = field(default_factory=dict)
 
     @property
     def finished(self) -> bool:
@@ -294,7 +294,9 @@ class Journal:
 
         self._write(write)
 
-    def record_partition(self, job_id: str, index: int, proof: dict, public: list[str]) -> None:
+    def record_partition(
+        self, job_id: str, index: int, proof: dict[str, Any], public: list[str]
+    ) -> None:
         """A finalized partition's proof: it is never proven again after this returns."""
 
         def write(db: sqlite3.Connection) -> None:
@@ -353,7 +355,7 @@ class Journal:
 
     # ---- reads -------------------------------------------------------------------------------
 
-    def _rows(self, sql: str, args: tuple = ()) -> list[JobRecord]:
+    def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[JobRecord]:
         with self._lock:
             db = self._db
             if db is None:

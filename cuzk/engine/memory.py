@@ -411,7 +411,7 @@ class MemoryBudget:
             out[r.consumer] = out.get(r.consumer, 0) + r._held
         return out
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         with self._cond:
             return {
                 "name": self.name,

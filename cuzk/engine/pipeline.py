@@ -211,7 +211,8 @@ class Pipeline:
             return self._park(p)
         # From here a synthesis thread holds the partition: key, reservation, witness, a/b/c.
         scope = p.open_phase("synthesizing")
-        st.synth_scope.close()  # type: ignore[union-attr]
+        assert st.synth_scope is not None  # opened when it was queued
+        st.synth_scope.close()
         mem_span = self.spans.start("cuzk.memory.wait", p.span, self._attrs(p))
         try:
             # One grant: the key (pinned) and the working memory together, or nothing held
@@ -289,7 +290,8 @@ class Pipeline:
         handed_off = failed = False
         try:
             with worker.lease(job, p):
-                st.queued_scope.close()  # type: ignore[union-attr]
+                assert st.queued_scope is not None  # opened when it was queued for a GPU
+                st.queued_scope.close()
                 try:
                     p.gpu_output = self.prover.gpu_phase(p.key.handle, p.synthesis, worker.device)
                     self.prover.release_abc(p.synthesis)
@@ -338,7 +340,8 @@ class Pipeline:
                 attrs["cuzk.worker.id"] = p.worker_id
             links = [p.gpu_span] if p.gpu_span is not None else []
             span = self.spans.start("cuzk.finalize", p.span, attrs, links=links)
-            st.fin_scope.span = span  # type: ignore[union-attr]
+            assert st.fin_scope is not None  # opened when it was handed off
+            st.fin_scope.span = span
             try:
                 p.proof = self.prover.finalize(p.key.handle, p.synthesis, p.gpu_output)
             except Exception as exc:

@@ -11,7 +11,7 @@ import itertools
 import threading
 import time
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -20,7 +20,7 @@ class WorkQueue(Generic[T]):
     def __init__(self, name: str, record_intervals: bool = False) -> None:
         self.name = name
         self._cond = threading.Condition(threading.Lock())
-        self._heap: list[list] = []  # [key, seq, item, alive]
+        self._heap: list[list[Any]] = []  # [key, seq, item, alive]
         self._alive = 0
         self._seq = itertools.count()
         self._closed = False
@@ -28,7 +28,7 @@ class WorkQueue(Generic[T]):
         self._nonempty_since: float | None = None
         self.intervals: list[tuple[float, float]] | None = [] if record_intervals else None
 
-    def put(self, item: T, key: tuple) -> None:
+    def put(self, item: T, key: tuple[Any, ...]) -> None:
         with self._cond:
             if self._closed:
                 raise RuntimeError(f"queue {self.name} is closed")
@@ -51,7 +51,8 @@ class WorkQueue(Generic[T]):
                         if entry[3]:
                             break
                     self._took_one()
-                    return entry[2]
+                    item: T = entry[2]
+                    return item
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     return None
@@ -60,7 +61,8 @@ class WorkQueue(Generic[T]):
     def _took_one(self) -> None:
         self._alive -= 1
         if self._alive == 0 and self._nonempty_since is not None:
-            self.intervals.append((self._nonempty_since, time.monotonic()))  # type: ignore[union-attr]
+            if self.intervals is not None:
+                self.intervals.append((self._nonempty_since, time.monotonic()))
             self._nonempty_since = None
         if self._alive and not self._paused:
             self._cond.notify()  # keep the hand-off chain going for other consumers

@@ -21,6 +21,9 @@ from cuzk.protocol import (
     PartitionInfo,
     StatusInfo,
     WorkerInfo,
+    job_state_of,
+    phase_of,
+    priority_of,
 )
 
 
@@ -35,7 +38,7 @@ class PartitionView:
     def to_wire(self) -> PartitionInfo:
         return {
             "index": self.index,
-            "phase": self.phase,  # type: ignore[typeddict-item]
+            "phase": phase_of(self.phase),
             "phase_ms": dict(self.phase_ms),
             "worker": self.worker,
             "error": self.error,
@@ -63,8 +66,8 @@ class JobView:
             "id": self.id,
             "request_id": self.request_id,
             "proof_kind": self.proof_kind,
-            "priority": self.priority,  # type: ignore[typeddict-item]
-            "state": self.state,  # type: ignore[typeddict-item]
+            "priority": priority_of(self.priority),
+            "state": job_state_of(self.state),
             "attempt": self.attempt,
             "trace_id": self.trace_id,
             "partitions": [p.to_wire() for p in self.partitions],
@@ -139,7 +142,7 @@ class BudgetView:
                 {
                     "consumer": w.consumer,
                     "bytes": w.nbytes,
-                    "priority": (PRIORITIES[w.priority_rank]  # type: ignore[typeddict-item]
+                    "priority": (priority_of(PRIORITIES[w.priority_rank])
                                  if 0 <= w.priority_rank < len(PRIORITIES) else None),
                     "job_id": w.job_id,
                     "partition": w.partition,
@@ -208,7 +211,7 @@ class EngineSnapshot:
         for (kind, phase), n in self.partition_phases.items():
             phases.setdefault(kind, {})[phase] = n
         memory: MemoryInfo = {
-            **self.memory.to_wire(),  # type: ignore[typeddict-item]
+            **self.memory.to_wire(),
             "devices": {name: b.to_wire() for name, b in self.device_memory.items()},
         }
         return {

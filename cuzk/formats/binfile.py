@@ -98,7 +98,7 @@ def read_binfile(
     spath = str(path)
     try:
         if mmap and os.path.getsize(spath) > 0:
-            data = np.memmap(spath, dtype=np.uint8, mode="r")
+            data: np.ndarray = np.memmap(spath, dtype=np.uint8, mode="r")
         else:
             data = np.fromfile(spath, dtype=np.uint8)
     except FileNotFoundError:
@@ -177,5 +177,5 @@ def write_binfile(
 def _as_bytes(chunk: bytes | np.ndarray) -> memoryview | bytes:
     if isinstance(chunk, np.ndarray):
         flat = np.ascontiguousarray(chunk).reshape(-1)
-        return memoryview(flat.view(np.uint8))
+        return flat.view(np.uint8).data
     return chunk

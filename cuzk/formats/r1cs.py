@@ -143,7 +143,7 @@ def _read_constraints(
     n_lc = 3 * n_constraints
     starts: list[int] = [0] * n_lc
     counts: list[int] = [0] * n_lc
-    mv = memoryview(words)
+    mv = words.data  # a memoryview of the u32 words
     pos = 0
     for k in range(n_lc):  # one iteration per linear combination header, never per term
         if pos >= n_words:

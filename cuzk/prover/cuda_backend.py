@@ -679,7 +679,9 @@ class CudaBackend:
             return resident.nbytes
 
     def _upload(self, key: ProvingKey, points_rows: Callable[[Any], np.ndarray]) -> _ResidentKey:
-        sections, present, nrows = {}, {}, {}
+        sections: dict[str, Any] = {}
+        present: dict[str, Any] = {}
+        nrows: dict[str, int] = {}
         for sec in G1_SECTIONS:
             rows = points_rows(key.g1_section_array(sec))
             nrows[sec] = int(rows.shape[0])

@@ -18,7 +18,7 @@ _WINDOWS = 32  # 32 bytes cover any scalar below 2^256
 
 class FixedBaseTable(Generic[P]):
     def __init__(self, base: P) -> None:
-        self._identity = type(base).identity()
+        self._identity: P = type(base).identity()
         self._table: list[list[P]] = []
         step = base
         for _ in range(_WINDOWS):

@@ -119,7 +119,7 @@ class PointSection:
     def from_mont(cls, curve: Curve, arr: np.ndarray, convert, where: KeyPlace) -> PointSection:
         points = np.empty(arr.shape[0], dtype=object)
         points[:] = where.convert(curve, arr, convert)
-        return cls(points, arr.reshape(arr.shape[0], -1).any(axis=1))
+        return cls(points, np.asarray(arr.reshape(arr.shape[0], -1).any(axis=1)))
 
     @property
     def count(self) -> int:

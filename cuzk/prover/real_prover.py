@@ -87,11 +87,11 @@ class RealProver:
 
             indices = settings.cuda_devices if settings.cuda_devices is not None else range(count)
             for i in indices:
-                backend = CudaBackend(i)
-                backend.warmup()  # compile every kernel now, not inside the first job's GPU phase
-                self._backends[f"cuda:{i}"] = backend
+                device = CudaBackend(i)
+                device.warmup()  # compile every kernel now, not inside the first job's GPU phase
+                self._backends[f"cuda:{i}"] = device
                 self._lanes[f"cuda:{i}"] = LanePool(
-                    [backend.lane() for _ in range(settings.gpu_workers_per_device)])
+                    [device.lane() for _ in range(settings.gpu_workers_per_device)])
             self.name = "cuda"
         else:
             from cuzk.prover.cpu_backend import CpuBackend

@@ -106,6 +106,7 @@ class EngineCollector:
                 paused_by_device[w.device] = paused_by_device.get(w.device, 0) + int(w.paused)
             for device, n in sorted(paused_by_device.items()):
                 paused.add_metric([device], n)
+            labels: tuple[str, ...]
             for labels, n in sorted(s.worker_partitions.items()):
                 parts.add_metric(list(labels), n)
             for labels, n in sorted(s.jobs_queued.items()):

@@ -89,6 +89,14 @@ def _code_units(s: str) -> Iterator[int]:
         yield data[i] | (data[i + 1] << 8)
 
 
+def _func(exports: Any, name: str) -> wasmtime.Func:
+    """A function the witness module must export (a FormatError when it does not)."""
+    f = exports[name]
+    if not isinstance(f, wasmtime.Func):
+        raise FormatError("<wasm>", f"export {name!r} is not a function")
+    return f
+
+
 def _i32(v: int) -> int:
     return v - (1 << 32) if v & 0x80000000 else v
 
@@ -128,7 +136,7 @@ class _Runner:
         inst = wasmtime.Instance(self.store, module, imports)
         ex = inst.exports(self.store)
         self.f = {
-            name: ex[name]
+            name: _func(ex, name)
             for name in (
                 "getVersion",
                 "readSharedRWMemory",
@@ -145,14 +153,17 @@ class _Runner:
                 "getSharedRWMemoryStart",
             )
         }
-        self.memory: wasmtime.Memory = ex["memory"]
+        memory = ex["memory"]
+        if not isinstance(memory, wasmtime.Memory):
+            raise FormatError("<wasm>", "export 'memory' is not a memory")
+        self.memory = memory
         self.n32 = self.call("getFieldNumLen32")
         self.shared = self.call("getSharedRWMemoryStart")
         self.dump: wasmtime.Func | None = None
         self.scratch = 0  # byte offset of the witness scratch area (pages we grew), 0: none yet
         if dump_module is not None:
             helper = wasmtime.Instance(self.store, dump_module, [ex["getWitness"], self.memory])
-            self.dump = helper.exports(self.store)["dump"]
+            self.dump = _func(helper.exports(self.store), "dump")
 
     def witness_bytes(self, n: int) -> bytes:
         """All n witness values, little-endian, n32 limbs each."""
@@ -228,7 +239,7 @@ class WitnessCalculator:
             raise FormatError(
                 self.path, f"not a valid wasm module: {str(e).splitlines()[0]}"
             ) from None
-        self._dump = wasmtime.Module(self._engine, wasmtime.wat2wasm(_DUMP_WAT))
+        self._dump = wasmtime.Module(self._engine, bytes(wasmtime.wat2wasm(_DUMP_WAT)))
         self._lock = threading.Lock()
         self._pool: list[_Runner] = []
         try:
