@@ -41,6 +41,7 @@ from cuzk import __version__
 from cuzk.api.auth import BearerAuth, resolve_token
 from cuzk.api.front_metrics import FrontEndMetrics
 from cuzk.api.limits import InFlightLimit
+from cuzk.api.logsafe import loggable
 from cuzk.api.openapi_front import front_end_document
 from cuzk.api.signals import OversizeNumber, check_signal_values, parse_json_int
 from cuzk.config import Config
@@ -71,6 +72,11 @@ class ApiError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+def where(request: Request) -> str:
+    """The request's path as a log line may show it (the client chose it: escaped)."""
+    return loggable(request.url.path)
 
 
 def error_response(status: int, message: str) -> JSONResponse:
@@ -281,7 +287,7 @@ def create_app(
                 return error_response(e.status, e.message)
             except FormatError as e:
                 # Clients never send files: a corrupt key or circuit is the server's fault.
-                log.error("server file fault on %s %s: %s", request.method, request.url.path, e)
+                log.error("server file fault on %s %s: %s", request.method, where(request), e)
                 return server_file_fault(e)
             except InputError as e:
                 response = error_response(getattr(e, "http_status", 400), str(e))
@@ -296,10 +302,10 @@ def create_app(
             except MemoryRequestTooLarge as e:
                 return error_response(507, str(e))
             except CuzkError as e:
-                log.exception("engine error on %s %s", request.method, request.url.path)
+                log.exception("engine error on %s %s", request.method, where(request))
                 return error_response(500, str(e))
             except Exception as e:
-                log.exception("internal error on %s %s", request.method, request.url.path)
+                log.exception("internal error on %s %s", request.method, where(request))
                 return error_response(500, f"internal error: {type(e).__name__}: {e}")
 
         return wrapped
@@ -451,6 +457,8 @@ def create_app(
         assert isinstance(exc, HTTPException)
         if exc.status_code == 404:
             message = f"no such route: {request.method} {request.url.path}"
+            if request.url.path.endswith("/") and request.url.path != "/":
+                message += " (routes have no trailing slash)"
         elif exc.status_code == 405:
             message = f"method {request.method} not allowed on {request.url.path}"
         else:
@@ -494,7 +502,7 @@ def create_app(
 
     async def unexpected(request: Request, exc: Exception) -> Response:
         # Outside the endpoints' own mapping (a probe, the schema): still JSON, never text.
-        log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
+        log.error("internal error on %s %s", request.method, where(request), exc_info=exc)
         return error_response(500, f"internal error: {type(exc).__name__}")
 
     app = Starlette(
@@ -502,6 +510,10 @@ def create_app(
         middleware=middleware,
         exception_handlers={HTTPException: http_error, Exception: unexpected},
     )
+    # No trailing-slash redirects: Starlette builds their Location from the client's Host
+    # header, so a forged Host would be echoed back as an absolute URL (issue 19). Such a path
+    # is a 404 that says what is wrong.
+    app.router.redirect_slashes = False
     app.state.engine = engine
     app.state.front_metrics = front  # the server protocol counts the connections it cuts
     app.state.config = config

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cuzk.api.logsafe import loggable
 from cuzk.config import ConfigError, ServerConfig
 
 log = logging.getLogger("cuzk.api.auth")
@@ -125,7 +126,7 @@ class BearerAuth:
             log.warning(
                 "refused %s %s from %s: invalid bearer token",
                 scope["method"],
-                scope["path"],
+                loggable(scope["path"]),
                 client[0] if client else "unknown",
             )
         start, body = _unauthorized(message, challenge)

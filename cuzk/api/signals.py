@@ -35,6 +35,22 @@ class BadSignalValue(InputError):
     http_status = 400
 
 
+class BadSignalName(InputError):
+    """A signal name that is not Unicode text (a lone UTF-16 surrogate, which JSON's ``\\uXXXX``
+    escapes can spell): no circuit has such a signal, and the witness generator hashes names as
+    UTF-16, which cannot encode it (HTTP 422, as for any unknown signal)."""
+
+    http_status = 422
+
+
+def _not_text(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 class OversizeNumber:
     """A JSON integer literal too long to be a field element, kept as its digit count so it is
     reported, not converted (see ``parse_json_int``)."""
@@ -98,10 +114,17 @@ def _problem(value: Any) -> str | None:
 
 
 def check_signal_values(inputs: list[dict[str, Any]]) -> None:
-    """Raise BadSignalValue for the first value in ``inputs`` that is not a field element
-    representation, naming the partition and the signal (with its array index)."""
+    """Raise BadSignalName for a name that is not Unicode text, BadSignalValue for the first
+    value in ``inputs`` that is not a field element representation, naming the partition and
+    the signal (with its array index)."""
     for i, partition in enumerate(inputs):
         for name, value in partition.items():
+            if _not_text(name):
+                raise BadSignalName(
+                    f"inputs[{i}]: input signal {name!a} is not a valid name: it holds a"
+                    " lone UTF-16 surrogate (an unpaired \\ud800-\\udfff escape), so it is"
+                    " not Unicode text and names no signal of any circuit"
+                )
             stack: list[tuple[str, Any]] = [(f"{name}", value)]
             while stack:  # iterative: nesting depth is the client's choice
                 where, v = stack.pop()

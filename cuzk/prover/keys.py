@@ -1,8 +1,10 @@
 """The proving key the engine keeps resident: a zkey loaded once, in the shape the steps use.
 
 Points are held as arkworks objects (what the CPU MSMs consume); the raw zkey sections stay
-memory-mapped for the GPU backend to upload. ``host_bytes`` is the exact heap size of what is
-held, counted object by object, so the memory budget reserves what the key really costs.
+memory-mapped for the GPU backend to upload. ``host_bytes`` is the heap size of what is held,
+computed from the key's layout (``cuzk.prover.key_layout``) by the same function the engine
+uses before the key is loaded, so the budget refuses at submit what it could never load; a test
+counts the loaded objects one by one against it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from py_arkworks_bls12381 import G1Point, G2Point
 from cuzk.curves import Curve
 from cuzk.errors import FormatError
 from cuzk.formats import zkey as zkey_format
+from cuzk.prover.key_layout import CircuitSizes, KeyLayout
 from cuzk.prover.msm import msm
 from cuzk.prover.points import g1_from_mont_array, g2_from_mont_array
 from cuzk.prover.verify import VerificationKey
@@ -131,33 +134,6 @@ class PointSection:
         return _points_bytes(self.points) + self.present.nbytes
 
 
-@dataclass(frozen=True)
-class CircuitSizes:
-    n_vars: int
-    n_public: int
-    domain_size: int
-    n_coefficients: int
-    # Points not at infinity in the A, B (B1 and B2 alike) and C sections: the MSMs' real sizes.
-    a_points: int
-    b_points: int
-    c_points: int
-
-    @property
-    def log_domain(self) -> int:
-        return self.domain_size.bit_length() - 1
-
-    def to_dict(self) -> dict[str, int]:
-        return {
-            "n_vars": self.n_vars,
-            "n_public": self.n_public,
-            "domain_size": self.domain_size,
-            "n_coefficients": self.n_coefficients,
-            "a_points": self.a_points,
-            "b_points": self.b_points,
-            "c_points": self.c_points,
-        }
-
-
 class ProvingKey:
     def __init__(self, path: Path, zk: zkey_format.ZKey) -> None:
         curve: Curve = zk.curve
@@ -197,7 +173,8 @@ class ProvingKey:
             b_points=self._g1["B1"].count,
             c_points=self._g1["C"].count,
         )
-        self.host_bytes = self._measure()
+        self.layout = KeyLayout.of_zkey(zk)
+        self.host_bytes = self.layout.host_bytes  # the figure the budget charged before loading
 
     @classmethod
     def load(cls, path: str | Path) -> ProvingKey:
@@ -216,10 +193,3 @@ class ProvingKey:
     def g1_section_array(self, section: str) -> np.ndarray:
         """The raw (n, 2, limbs) Montgomery section, for device upload."""
         return {"A": self.zkey.a, "B1": self.zkey.b1, "C": self.zkey.c, "H": self.zkey.h}[section]
-
-    def _measure(self) -> int:
-        arrays = (self.coef_matrix, self.coef_constraint, self.coef_signal, self.coef_value)
-        total = sum(a.nbytes for a in arrays)
-        total += sum(s.nbytes for s in self._g1.values()) + self._b2.nbytes
-        total += _points_bytes(list(self.verification_key.ic))
-        return total

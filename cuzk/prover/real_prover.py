@@ -26,11 +26,14 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cuzk.engine.backend import KeyHandle, PartitionMemory, ProofResult
 from cuzk.engine.settings import EngineSettings, ProofKindSettings
 from cuzk.errors import UnknownProofKind
+
+if TYPE_CHECKING:
+    from cuzk.prover.key_layout import KeyLayout
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +106,7 @@ class RealProver:
         self._circuits: dict[str, Any] = {}
         self._circuits_lock = threading.Lock()
         self._vks: dict[str, tuple[tuple[str, int, int], dict]] = {}
+        self._layouts: dict[str, tuple[tuple[str, int, int], KeyLayout]] = {}
 
     def lanes_per_device(self) -> dict[str, int]:
         """Lanes (one per GPU worker) on each CUDA device; empty on the CPU backend."""
@@ -197,14 +201,34 @@ class RealProver:
         path = cached_zkey_path(proof_kind, r1cs, self.settings.keys_dir)
         return path if path.exists() else None
 
+    def key_layout(self, proof_kind: str) -> KeyLayout:
+        """The kind's key layout (``cuzk.prover.key_layout``) without loading or generating the
+        key: from the zkey's sections when it exists, else from the r1cs the development key
+        will be made from. Cached until the file it was read from changes."""
+        from cuzk.prover.key_layout import KeyLayout
+
+        zkey = self._zkey_if_ready(proof_kind)
+        source = zkey if zkey is not None else self._circuit_paths(proof_kind)[0]
+        st = source.stat()
+        stamp = (str(source), st.st_mtime_ns, st.st_size)
+        cached = self._layouts.get(proof_kind)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        if zkey is not None:
+            from cuzk.formats.zkey import read_zkey
+
+            layout = KeyLayout.of_zkey(read_zkey(zkey, mmap=True))
+        else:
+            from cuzk.formats.r1cs import read_r1cs
+
+            layout = KeyLayout.of_r1cs(read_r1cs(source))
+        self._layouts[proof_kind] = (stamp, layout)
+        return layout
+
     def key_bytes_hint(self, proof_kind: str) -> int:
-        """The zkey's size: close to the resident key (the engine trues up after loading); 0
-        while the key does not exist yet."""
-        try:
-            path = self._zkey_if_ready(proof_kind)
-            return path.stat().st_size if path is not None else 0
-        except OSError:
-            return 0
+        """The host bytes the loaded key will hold: the exact figure the budget charges once it
+        is loaded (one function, ``KeyLayout.host_bytes``), known before any key exists."""
+        return int(self.key_layout(proof_kind).host_bytes)
 
     def verification_key(self, proof_kind: str) -> dict:
         """The snarkjs verification key (with vk_alphabeta_12) of the zkey this kind is proven
@@ -240,25 +264,12 @@ class RealProver:
                                 {s: present_rows(a) for s, a in arrays.items()})
 
     def partition_memory_hint(self, proof_kind: str) -> PartitionMemory | None:
-        """What a partition will reserve, from the zkey's header and point sections (read
-        memory-mapped, without building the key): the engine checks a kind fits its budget
-        before anything is loaded. The same figure load_key reports, on the host side."""
-        from cuzk.formats.zkey import read_zkey
+        """What a partition will reserve, from the key's layout (no key built or generated):
+        the engine checks a kind fits its budget before anything is loaded. The same figure
+        load_key reports, on the host side."""
         from cuzk.prover import estimate_memory
-        from cuzk.prover.keys import CircuitSizes
 
-        path = self._zkey_if_ready(proof_kind)
-        if path is None:
-            return None  # known once the key exists and is loaded
-        zk = read_zkey(path, mmap=True)
-
-        def present(points: Any) -> int:
-            return int(points.reshape(points.shape[0], -1).any(axis=1).sum())
-
-        sizes = CircuitSizes(
-            n_vars=zk.n_vars, n_public=zk.n_public, domain_size=zk.domain_size,
-            n_coefficients=len(zk.coeffs), a_points=present(zk.a), b_points=present(zk.b1),
-            c_points=present(zk.c))
+        sizes = self.key_layout(proof_kind).sizes
         est = estimate_memory(sizes, gpu_on_host=self.name == "cpu")
         return PartitionMemory(int(est.reservation_bytes), int(est.abc_bytes), 0)
 

@@ -1,4 +1,5 @@
-"""RealProver's memory hints: exact before loading, and never the cause of a key generation."""
+"""RealProver's memory hints: exact before loading (even before the key exists), and never the
+cause of a key generation."""
 
 from __future__ import annotations
 
@@ -23,12 +24,17 @@ def test_partition_hint_from_the_zkey_header_equals_what_loading_reports():
     hint = prover.partition_memory_hint(kind)
     handle = prover.load_key(kind)
     assert hint == handle.estimate
-    assert 0 < prover.key_bytes_hint(kind) <= handle.host_bytes
+    assert prover.key_bytes_hint(kind) == handle.host_bytes
 
 
-def test_hints_never_generate_a_missing_development_key(tmp_path: Path):
-    """Submit asks for hints; generating a key there would block it for up to a minute."""
-    prover = _prover(tmp_path)
-    assert prover.key_bytes_hint("porep-c2") == 0
-    assert prover.partition_memory_hint("porep-c2") is None
+def test_hints_without_a_key_are_exact_and_generate_nothing(tmp_path: Path):
+    """Submit asks for hints; generating a key there would block it for up to a minute. With no
+    key yet the figures come from the r1cs, and are those the key will have once loaded."""
+    kind = "porep-c2"
+    cold = _prover(tmp_path)
+    key_bytes, partition = cold.key_bytes_hint(kind), cold.partition_memory_hint(kind)
     assert list(tmp_path.iterdir()) == []
+    ensure_zkey(kind, Path(bundled_circuits()[kind].r1cs_path), KEYS_DIR)
+    handle = _prover(KEYS_DIR).load_key(kind)
+    assert key_bytes == handle.host_bytes
+    assert partition == handle.estimate
