@@ -261,8 +261,10 @@ def datasource_var() -> dict:
     }
 
 
-def query_var(name: str, label: str, query: str) -> dict:
-    """A multi-select query variable whose All value is the regex .+ (never the empty match)."""
+def query_var(name: str, label: str, query: str, all_value: str | None = ALL) -> dict:
+    """A multi-select query variable. ``all_value`` is what "All" stands for: the regex .+
+    (never the empty match), or None for the values the query lists, which Grafana joins into
+    one regex; engine dashboards use that so "All" cannot reach beyond the engines."""
     return {
         "type": "query",
         "name": name,
@@ -277,7 +279,7 @@ def query_var(name: str, label: str, query: str) -> dict:
         "regex": "",
         "multi": True,
         "includeAll": True,
-        "allValue": ALL,
+        "allValue": all_value,
         "skipUrlSync": False,
         "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
         "options": [],
@@ -285,9 +287,12 @@ def query_var(name: str, label: str, query: str) -> dict:
 
 
 def engine_vars(metric: str = "cuzk_build_info") -> list[dict]:
-    return [query_var("job", "Job", f"label_values({metric}, job)"),
+    """Job and instance of the targets that export ``metric``: cuzk engines only. "All" is the
+    list itself, not .+, which would take in every scrape job (Prometheus, Alertmanager, the
+    collector) wherever a panel reads a series they export too: up, process_*."""
+    return [query_var("job", "Job", f"label_values({metric}, job)", all_value=None),
             query_var("instance", "Instance",
-                      f'label_values({metric}{{job=~"$job"}}, instance)')]
+                      f'label_values({metric}{{job=~"$job"}}, instance)', all_value=None)]
 
 
 def proof_kind_var() -> dict:
@@ -704,13 +709,16 @@ def memory() -> dict:
              q(f"max(instance:cuzk_memory_reserved:ratio{{{SEL}}})", "reserved"),
              thresholds=MEM_THRESH, w=6, h=8),
         timeseries(
-            "Time waiting for memory",
-            "Share of partitions' time spent waiting for a memory reservation over 10 minutes "
-            "(instance:cuzk_memory_wait:share_rate10m, from the rate of "
-            "cuzk_memory_acquire_wait_seconds). Above 25% for 10 minutes raises "
-            "CuzkMemoryPressure.", "percentunit",
-            [q(f"instance:cuzk_memory_wait:share_rate10m{{{SEL}}}", "{{instance}}")],
-            maximum=1),
+            "Reservations waiting for memory against GPU busy",
+            "Reservations waiting for memory on average over 10 minutes (wait seconds per "
+            "second, instance:cuzk_memory_waiting:avg_rate10m, from the rate of "
+            "cuzk_memory_acquire_wait_seconds) beside the GPU workers' busy share over the same "
+            "window (instance:cuzk_gpu_worker_busy:ratio_rate10m). Half a waiter or more while "
+            "workers are busy under 80%, for 10 minutes, raises CuzkMemoryPressure: memory, "
+            "not the GPUs, bounds throughput.", "none",
+            [q(f"instance:cuzk_memory_waiting:avg_rate10m{{{SEL}}}", "waiting {{instance}}"),
+             q(f"instance:cuzk_gpu_worker_busy:ratio_rate10m{{{SEL}}}",
+               "GPU busy {{instance}}")]),
         timeseries(
             "Acquire wait p95 and waiters",
             "95th percentile time a reservation waited (cuzk_memory_acquire_wait_seconds) and "

@@ -90,6 +90,41 @@ def _le(seconds: int) -> str:
     return f'le=~"{seconds}(\\\\.0)?"'
 
 
+def memory_pressure_recording() -> list[Rule]:
+    """What CuzkMemoryPressure reads: how many reservations wait for memory on average, and
+    how busy the GPU workers are over the same 10 minutes."""
+    wait = "cuzk_memory_acquire_wait_seconds_sum"
+    busy = f"cuzk_gpu_worker_busy_seconds_total{{{J}}}"
+    return [
+        rec("instance:cuzk_memory_waiting:avg_rate10m",
+            f"sum by ({BY}) (rate({wait}{{{J}}}[10m]))",
+            "Reservations waiting for memory, on average over 10 minutes: wait seconds per "
+            "second (1.9 = about two synthesis threads waiting all the time). A time integral, "
+            "so one sample without waiters does not reset it (the waiters gauge would), and "
+            "no share of partition time: a deep backlog adds queued time, not wait time, so it "
+            "cannot dilute this figure."),
+        rec("instance:cuzk_gpu_worker_busy:ratio_rate10m",
+            f"avg by ({BY}) (rate({busy}[10m]))",
+            "Per engine: mean busy fraction of its GPU workers over 10 minutes (the window of "
+            "the memory wait figure)."),
+    ]
+
+
+def eviction_recording() -> list[Rule]:
+    """What CuzkProvingKeyEvictionThrash reads: evictions by the running process only."""
+    ev = f"sum by ({BY}) (cuzk_memory_evictions_total{{{J}}})"
+    return [
+        rec("instance:cuzk_memory_evictions:increase15m",
+            f"sum by ({BY}) (increase(cuzk_memory_evictions_total{{{J}}}[15m]))\n"
+            f"<= on ({BY})\n{ev}\nor on ({BY})\n{ev}",
+            "Proving keys the running process evicted in 15 minutes: the smaller of the "
+            "counter's 15-minute increase and its value. After a restart the counter starts "
+            "at 0 and increase() would still count the old process's evictions for 15 "
+            "minutes; the value counts only the new process's, all of them recent. An engine "
+            "that cannot be scraped has no value, so nothing."),
+    ]
+
+
 def recording() -> dict[str, list[Rule]]:
     busy = f"cuzk_gpu_worker_busy_seconds_total{{{J}}}"
     phase_s = "cuzk_partition_phase_duration_seconds"
@@ -125,7 +160,7 @@ def recording() -> dict[str, list[Rule]]:
             "The normal GPU phase of each proof kind: p99 over 6 hours."),
         rec("instance:cuzk_gpu_lease_stuck_threshold:seconds",
             f"clamp_min(\n  {STUCK_FACTOR} * max by ({BY}) (\n"
-            f"    (\n      instance_proof_kind:cuzk_partition_proving_seconds:p99_rate6h\n"
+            f"    (\n      instance_proof_kind:cuzk_partition_proving_seconds:p99_rate6h >= 0\n"
             f"      or on ({BY}, proof_kind)\n"
             f'      0 * sum by ({BY}, proof_kind) (cuzk_partitions{{{J}, phase="proving"}})'
             f" + {STUCK_DEFAULT_GPU_S}\n    )\n"
@@ -136,8 +171,11 @@ def recording() -> dict[str, list[Rule]]:
             f"0 * group by ({BY}) (cuzk_build_info{{{J}}}) + {STUCK_FACTOR * STUCK_DEFAULT_GPU_S}",
             f"How long a GPU lease may stay open before it counts as stuck: {STUCK_FACTOR}x the "
             "normal GPU phase of the slowest proof kind being proven now (the lease-age gauge "
-            f"has no proof_kind label), at least {STUCK_MIN_S} s; a kind with no history counts "
-            f"as {STUCK_DEFAULT_GPU_S} s."),
+            f"has no proof_kind label), at least {STUCK_MIN_S} s. A kind with no GPU phase in "
+            f"the last 6 hours counts as {STUCK_DEFAULT_GPU_S} s, whether it never had one or "
+            "its history went stale: its p99 is then NaN (no rate in any bucket), which the "
+            ">= 0 filter drops so that the fallback applies; NaN would compare false with "
+            "every lease age and the alert could never fire."),
     ]
     pipeline = [
         rec("instance_phase:cuzk_partitions:sum",
@@ -205,16 +243,8 @@ def recording() -> dict[str, list[Rule]]:
             f"sum by ({BY}) (cuzk_memory_reserved_bytes{{{J}}})\n/ on ({BY})\n"
             f"sum by ({BY}) (cuzk_memory_budget_bytes{{{J}}})",
             "Reserved share of the memory budget."),
-        rec("instance:cuzk_memory_wait:share_rate10m",
-            f"sum by ({BY}) (rate(cuzk_memory_acquire_wait_seconds_sum{{{J}}}[10m]))\n"
-            f"/ on ({BY})\n"
-            f"sum by ({BY}) (rate(cuzk_partition_phase_duration_seconds_sum{{{J}}}[10m]))",
-            "Share of partitions' time spent waiting for memory over 10 minutes: a time "
-            "integral, so one sample without waiters does not reset it (the waiters gauge "
-            "would)."),
-        rec("instance:cuzk_memory_evictions:increase15m",
-            f"sum by ({BY}) (increase(cuzk_memory_evictions_total{{{J}}}[15m]))",
-            "Proving keys evicted in 15 minutes."),
+        *memory_pressure_recording(),
+        *eviction_recording(),
         rec("instance_device:cuzk_device_memory_used:ratio",
             f"cuzk_device_memory_used_bytes{{{J}}}\n/ on ({BY}, device)\n"
             f"cuzk_device_memory_budget_bytes{{{J}}}",
@@ -250,6 +280,77 @@ def recording() -> dict[str, list[Rule]]:
 
 # ---------------------------------------------------------------------------------------------
 # Alerting rules
+
+
+# How much spare GPU capacity, and how many reservations waiting on average, make memory the
+# limit on throughput (CuzkMemoryPressure).
+MEMORY_WAITING_MIN = 0.5
+MEMORY_BUSY_MAX = 0.8
+# Keys evicted by the running process in 15 minutes above which the working set does not fit.
+EVICTIONS_MAX = 6
+# Minutes a pause must have lasted, with work queued half of that time, before it is a warning.
+PAUSED_MIN = 15
+
+
+def memory_pressure_alert(dashboard: str) -> Rule:
+    return alert(
+        "CuzkMemoryPressure",
+        f"instance:cuzk_memory_waiting:avg_rate10m >= {MEMORY_WAITING_MIN}\n"
+        f"and on ({BY})\ninstance:cuzk_gpu_worker_busy:ratio_rate10m < {MEMORY_BUSY_MAX}\n"
+        f"unless on ({BY})\nmax_over_time(instance:cuzk_gpu_workers_paused:sum[10m]) > 0",
+        "Memory is what limits throughput: reservations wait for memory (at least half a "
+        "waiter on average over 10 minutes, from the wait histogram's rate) while the GPU "
+        f"workers have capacity to spare (busy under {MEMORY_BUSY_MAX:.0%}). Waiters beside "
+        "saturated workers are back-pressure, not pressure; a pause idles the workers on "
+        "purpose. Nothing here is a share of partition time, so a deep backlog cannot "
+        "dilute it.",
+        for_="10m", severity="warning", dashboard=dashboard,
+        summary="{{ $value | printf \"%.2f\" }} reservations on {{ $labels.instance }} wait for "
+        "memory while its GPU workers idle",
+        description="Over the last 10 minutes {{ $value | printf \"%.2f\" }} reservations on "
+        "{{ $labels.instance }} were waiting for memory on average (threshold "
+        f"{MEMORY_WAITING_MIN}) while its GPU workers were busy less than "
+        f"{MEMORY_BUSY_MAX:.0%} of the time: the memory budget, not the GPUs, bounds "
+        "throughput.")
+
+
+def eviction_thrash_alert(dashboard: str) -> Rule:
+    return alert(
+        "CuzkProvingKeyEvictionThrash",
+        f"instance:cuzk_memory_evictions:increase15m > {EVICTIONS_MAX}\n"
+        f"and on ({BY})\nup{{{J}}} == 1",
+        "Keys evicted and reloaded over and over: the working set does not fit. Counts the "
+        "running process's evictions only (a restart starts again from 0) and only while the "
+        "engine is scraped: an outage is CuzkTargetDown's business, and without the up "
+        "condition the last samples before it could fire this alert for 2 minutes before "
+        "the target-down inhibition starts.",
+        for_="10m", severity="warning", dashboard=dashboard,
+        summary="{{ $value }} proving keys evicted on {{ $labels.instance }} in 15 minutes",
+        description="{{ $labels.instance }} evicted {{ $value }} proving keys in the last 15 "
+        f"minutes (threshold {EVICTIONS_MAX}). Every eviction of a key still in use is a "
+        "reload from disk: the resident keys and the partitions in flight do not fit the "
+        "budget.")
+
+
+def paused_with_work_alert(dashboard: str) -> Rule:
+    paused = "instance:cuzk_gpu_workers_paused:sum"
+    w = f"{PAUSED_MIN}m"
+    return alert(
+        "CuzkGpuWorkersPausedWithQueuedWork",
+        f"{paused} > 0\nand on ({BY})\nmin_over_time({paused}[{w}]) > 0\n"
+        f"and on ({BY})\n{paused} offset {w} > 0\n"
+        f"and on ({BY})\navg_over_time(instance:cuzk_gpu_queue_nonempty:bool[{w}]) >= 0.5",
+        "A maintenance pause is an operator's choice, so it does not page; a pause left on "
+        f"with work waiting is worth a warning after {PAUSED_MIN} minutes exactly: paused in "
+        f"every sample of the last {PAUSED_MIN} minutes and {PAUSED_MIN} minutes ago, with the "
+        "GPU queue holding work for at least half of that time. The windows carry the "
+        "duration (no for:), so it does not add a queue window to the pause.",
+        for_="0m", severity="warning", dashboard=dashboard,
+        summary="{{ $value }} GPU worker(s) on {{ $labels.instance }} are paused while "
+        "partitions wait for a GPU",
+        description="{{ $value }} GPU worker(s) on {{ $labels.instance }} have been "
+        f"paused (POST /v1/workers/pause) for {PAUSED_MIN} minutes while the GPU queue held "
+        "work. Resume them with POST /v1/workers/resume when the maintenance is over.")
 
 
 def alerts() -> dict[str, list[Rule]]:
@@ -320,17 +421,7 @@ def alerts() -> dict[str, list[Rule]]:
               "{{ $labels.instance }} was busy {{ $value | humanizePercentage }} of the last 5 "
               "minutes (threshold 5%) while partitions waited in the GPU queue for at least "
               "half of that time. It is not taking work: wedged, or its device is lost."),
-        alert("CuzkGpuWorkersPausedWithQueuedWork",
-              "instance:cuzk_gpu_workers_paused:sum > 0\n"
-              "and on (job, instance)\ninstance:cuzk_gpu_queue_nonempty:ratio5m >= 0.5",
-              "A maintenance pause is an operator's choice, so it does not page; a pause left "
-              "on with work waiting is worth a warning.",
-              for_="15m", severity="warning", dashboard=gpu,
-              summary="{{ $value }} GPU worker(s) on {{ $labels.instance }} are paused while "
-              "partitions wait for a GPU",
-              description="{{ $value }} GPU worker(s) on {{ $labels.instance }} have been "
-              "paused (POST /v1/workers/pause) for 15 minutes while the GPU queue held work. "
-              "Resume them with POST /v1/workers/resume when the maintenance is over."),
+        paused_with_work_alert(gpu),
         alert("CuzkGpuWorkerStuck",
               f"max by ({BY}, worker, device) (cuzk_gpu_worker_lease_age_seconds{{{J}}})\n"
               f"> on ({BY}) group_left ()\ninstance:cuzk_gpu_lease_stuck_threshold:seconds",
@@ -418,24 +509,8 @@ def alerts() -> dict[str, list[Rule]]:
             f"window-post {SLO_BOUNDS['window-post']} s); the objective allows "
             f"{budget:.0%}. At this rate a 30-day budget lasts {30 / factor:.1f} days."))
     memory = [
-        alert("CuzkMemoryPressure", "instance:cuzk_memory_wait:share_rate10m > 0.25",
-              "Partitions spend over a quarter of their time waiting for memory: memory, not "
-              "the GPU, bounds throughput. From the wait histogram's rate, not the waiters "
-              "gauge, which one idle sample resets.",
-              for_="10m", severity="warning", dashboard=mem,
-              summary="Partitions on {{ $labels.instance }} spend "
-              "{{ $value | humanizePercentage }} of their time waiting for memory",
-              description="Over the last 10 minutes partitions on {{ $labels.instance }} spent "
-              "{{ $value | humanizePercentage }} of their time waiting for a memory reservation "
-              "(threshold 25%)."),
-        alert("CuzkProvingKeyEvictionThrash", "instance:cuzk_memory_evictions:increase15m > 6",
-              "Keys evicted and reloaded over and over: the working set does not fit.",
-              for_="10m", severity="warning", dashboard=mem,
-              summary="{{ $value }} proving keys evicted on {{ $labels.instance }} in 15 "
-              "minutes",
-              description="{{ $labels.instance }} evicted {{ $value }} proving keys in the last "
-              "15 minutes (threshold 6). Every eviction of a key still in use is a reload from "
-              "disk: the resident keys and the partitions in flight do not fit the budget."),
+        memory_pressure_alert(mem),
+        eviction_thrash_alert(mem),
         alert("CuzkDeviceMemorySaturated", "instance_device:cuzk_device_memory_used:ratio > 1",
               "NVML sees more memory in use on the device than cuzk's budget for it: the "
               "safety margin is gone (another process, or a leak).",

@@ -89,7 +89,11 @@ def test_job_and_instance_variables_are_multi_select_with_all_matching_something
             v = variables[var]
             assert v["type"] == "query" and v["datasource"]["uid"] == "${datasource}", name
             assert v["multi"] is True and v["includeAll"] is True, (name, var)
-            assert v["allValue"] == ".+", (name, var)  # ".*" would also match an empty label
+            if name == "cuzk-monitoring.json":  # the stack's own targets: any job
+                assert v["allValue"] == ".+", (name, var)  # ".*" would match an empty label
+            else:  # "All" = the engines listed, never every scrape job
+                assert v["allValue"] is None, (name, var)
+                assert v["definition"].startswith("label_values(cuzk_build_info"), (name, var)
         assert variables["instance"]["label"] == "Instance"
         assert '$job' in variables["instance"]["definition"], name
 
