@@ -5,8 +5,12 @@
 #   docker run --gpus all -p 127.0.0.1:9820:9820 -v cuzk-data:/var/lib/cuzk cuzk:0.1.0
 #
 # The CUDA devel image carries NVRTC and libNVVM, which the GPU kernels compile against at run
-# time; the NVIDIA driver comes from the host through the NVIDIA container toolkit.
-FROM nvidia/cuda:13.0.1-devel-ubuntu24.04
+# time; the NVIDIA driver (580 or newer, for CUDA 13.0) comes from the host through the NVIDIA
+# container toolkit. The CPU-only override (deploy/docker-compose.cpu.yml) builds on plain
+# Ubuntu without the GPU extra: BASE_IMAGE=ubuntu:24.04, CUZK_EXTRAS="".
+ARG BASE_IMAGE=nvidia/cuda:13.0.1-devel-ubuntu24.04
+FROM ${BASE_IMAGE}
+ARG CUZK_EXTRAS=gpu
 
 ENV DEBIAN_FRONTEND=noninteractive \
     PYTHONUNBUFFERED=1 \
@@ -21,10 +25,11 @@ RUN apt-get update \
 ENV PATH=/opt/cuzk/bin:$PATH
 
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY cuzk ./cuzk
 COPY kernels ./kernels
-RUN pip install ".[gpu]" && rm -rf /src
+# The exact versions the tests passed with (constraints.txt); the extras, when any, in brackets.
+RUN pip install -c constraints.txt ".${CUZK_EXTRAS:+[$CUZK_EXTRAS]}" && rm -rf /src
 
 # The engine's state lives under its home, /var/lib/cuzk (one volume in compose): proving keys
 # generated on first use in keys/, the job journal in state/. Both are created here, owned by

@@ -1,16 +1,26 @@
 # Two entry points a fresh machine needs: `make serve` and `make test`.
-# Each creates its own virtual environment and installs what it needs.
+# Each installs into one virtual environment (.venv) what it needs.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
 .PHONY: serve test lint node circuits
 
-$(BIN)/.installed: pyproject.toml
+# Every install takes the exact versions in constraints.txt (scripts/freeze_constraints.py).
+# `make serve` installs the runtime only (.runtime); `make test` adds the test tools and the
+# CUDA compiler toolchain the PTX checks need (.installed), which also covers serve.
+$(BIN)/.runtime: pyproject.toml constraints.txt
+	@echo "Installing cuzk's runtime dependencies into $(VENV) (about 300 MB, a minute or two the first time)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,ptx]'
+	$(BIN)/pip install --progress-bar on -c constraints.txt -e .
 	touch $@
+
+$(BIN)/.installed: pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,ptx]'
+	touch $@ $(BIN)/.runtime
 
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --silent
@@ -18,15 +28,17 @@ node_modules/.installed: package.json package-lock.json
 
 node: node_modules/.installed
 
-serve: $(BIN)/.installed
+serve: $(BIN)/.runtime
 	$(BIN)/cuzk serve
 
 test: $(BIN)/.installed node_modules/.installed
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/pytest -q
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 circuits: node_modules/.installed
 	bash scripts/build_circuits.sh

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,17 @@ class CliError(Exception):
 
 
 def default_server() -> str:
-    return os.environ.get("CUZK_URL") or DEFAULT_SERVER
+    """``$CUZK_URL``; else where ``cuzk serve`` listens under the same environment
+    (``$CUZK_SERVER_LISTEN``, a wildcard host reached on loopback); else the default."""
+    url = os.environ.get("CUZK_URL", "").strip()
+    if url:
+        return url
+    host, _, port = os.environ.get("CUZK_SERVER_LISTEN", "").strip().rpartition(":")
+    if port.isdigit() and int(port) > 0:
+        host = host.strip("[]")
+        host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    return DEFAULT_SERVER
 
 
 def add_server_argument(parser: argparse.ArgumentParser) -> None:
@@ -32,7 +44,8 @@ def add_server_argument(parser: argparse.ArgumentParser) -> None:
         "--server",
         default=None,
         metavar="URL",
-        help=f"cuzk server URL (default: $CUZK_URL or {DEFAULT_SERVER})",
+        help=f"cuzk server URL (default: $CUZK_URL, else the address $CUZK_SERVER_LISTEN names,"
+        f" else {DEFAULT_SERVER})",
     )
     parser.add_argument(
         "--token-file",
@@ -72,14 +85,63 @@ def make_client(
     return httpx.Client(base_url=url, timeout=timeout, headers=headers)
 
 
+RETRY_AFTER_MAX_S = 10.0
+"""The longest a client sleeps between tries, whatever ``Retry-After`` says."""
+
+
+def _retry_after(response: httpx.Response) -> float:
+    try:
+        return min(max(float(response.headers.get("retry-after", "1")), 0.1), RETRY_AFTER_MAX_S)
+    except ValueError:
+        return 1.0
+
+
+def request_retrying(
+    client: httpx.Client,
+    method: str,
+    path: str,
+    retry_for: float,
+    on_retry: Callable[[str], None] | None = None,
+    **kwargs: Any,
+) -> Any:
+    """:func:`request`, tried again for up to ``retry_for`` seconds while the server cannot take
+    it now: a 503 (draining, restarting, journal unwritable; after its ``Retry-After``), or no
+    connection / a connection dropped before the answer (a drain ending, a restart). Only for
+    requests that are safe to repeat: GETs, and submits carrying a ``request_id``.
+    ``on_retry(why)`` is called before each wait."""
+    deadline = time.monotonic() + retry_for
+    while True:
+        try:
+            return request(client, method, path, **kwargs)
+        except _Retryable as e:
+            wait = e.wait
+            if time.monotonic() + wait > deadline:
+                raise CliError(f"{e} (still so after retrying for {retry_for:g} s)") from None
+            if on_retry is not None:
+                on_retry(str(e))
+            time.sleep(wait)
+
+
+class _Retryable(CliError):
+    """The server could not take the request now; trying again later may succeed."""
+
+    def __init__(self, message: str, wait: float) -> None:
+        super().__init__(message)
+        self.wait = wait
+
+
 def request(client: httpx.Client, method: str, path: str, **kwargs: Any) -> Any:
     """One API call; returns the decoded JSON or raises CliError saying what went wrong."""
     try:
         response = client.request(method, path, **kwargs)
     except httpx.ConnectError as e:
-        raise CliError(
+        raise _Retryable(
             f"cannot reach the cuzk server at {client.base_url} ({_reason(e)});"
-            " is `cuzk serve` running? (set --server or CUZK_URL)"
+            " is `cuzk serve` running? (set --server or CUZK_URL)", 0.5
+        ) from None
+    except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as e:
+        raise _Retryable(
+            f"the connection to {client.base_url} dropped before an answer ({_reason(e)})", 0.5
         ) from None
     except httpx.TimeoutException:
         raise CliError(f"the cuzk server at {client.base_url} did not answer in time") from None
@@ -99,10 +161,11 @@ def request(client: httpx.Client, method: str, path: str, **kwargs: Any) -> Any:
                 else f"the server needs a token: set ${TOKEN_ENV} or --token-file"
             )
             message = f"{message or 'unauthorized'} ({hint})"
-        raise CliError(
-            f"server refused {method} {path}: {response.status_code}"
-            f" {message or response.text[:200]}"
-        )
+        text = (f"server refused {method} {path}: {response.status_code}"
+                f" {message or response.text[:200]}")
+        if response.status_code == 503:
+            raise _Retryable(text, _retry_after(response))
+        raise CliError(text)
     if data is None:
         raise CliError(f"{method} {path}: the server at {client.base_url} did not return JSON")
     return data

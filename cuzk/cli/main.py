@@ -10,7 +10,9 @@ from collections.abc import Sequence
 
 from cuzk import __version__
 
-SUBCOMMANDS = ("serve", "submit", "status", "prove", "keygen", "verify", "circuit", "bench")
+SUBCOMMANDS = (
+    "serve", "submit", "get", "status", "prove", "keygen", "verify", "circuit", "bench"
+)
 """Each is ``cuzk.cli.<name>`` exposing ``register(subparsers)``; the parser it adds sets
 ``func(args) -> int``."""
 

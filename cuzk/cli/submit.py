@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 import time
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +21,16 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from cuzk.cli._http import CliError, add_server_argument, make_client, request
+from cuzk.cli._http import CliError, add_server_argument, make_client, request, request_retrying
+from cuzk.cli._output import check_output_dir, error_console, plural, write_text
+from cuzk.errors import CuzkError
 from cuzk.protocol import PRIORITIES, TERMINAL_STATES
 
 POLL_WAIT_SECONDS = 0.5
 """Each poll long-polls this long, so completion is seen at once and progress twice a second."""
+RETRY_FOR_SECONDS = 120.0
+"""How long submit and its polls ride out a server that cannot answer now (a drain, a
+restart, a 503 with Retry-After) before giving up."""
 
 
 def register(subparsers: Any) -> None:
@@ -48,7 +55,20 @@ def register(subparsers: Any) -> None:
         default=None,
         help="directory for the proof files (default: ./proofs/<job id>)",
     )
-    p.add_argument("--request-id", default=None, help="idempotency key; a repeat returns the job")
+    p.add_argument(
+        "--request-id",
+        default=None,
+        help="idempotency key: a repeat returns the same job (default: a new random one, so a"
+        " retried submit never makes a second job)",
+    )
+    p.add_argument(
+        "--retry-for",
+        type=float,
+        default=RETRY_FOR_SECONDS,
+        metavar="SECONDS",
+        help="keep retrying this long while the server is draining, restarting or answers 503"
+        " (default: %(default)g; 0: never retry)",
+    )
     p.add_argument("--priority", choices=PRIORITIES, default=None)
     p.add_argument(
         "--timeout",
@@ -62,17 +82,20 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    console = Console(stderr=True)
-    with make_client(args.server, token_file=args.token_file) as client:
-        try:
+    console = error_console()
+    try:
+        with make_client(args.server, token_file=args.token_file) as client:
             return submit(client, args, console=console, out=sys.stdout)
-        except CliError as e:
-            console.print(f"[bold red]cuzk submit:[/] {e}", highlight=False)
-            return 1
+    except (CliError, CuzkError) as e:
+        console.print(f"[bold red]cuzk submit:[/] {e}", highlight=False)
+        return 1
 
 
-def _kind_entry(client: httpx.Client, kind: str) -> dict[str, Any]:
-    circuits = request(client, "GET", "/v1/circuits").get("circuits", [])
+def _kind_entry(
+    client: httpx.Client, kind: str, call: Callable[..., Any] | None = None
+) -> dict[str, Any]:
+    get = call or (lambda method, path: request(client, method, path))
+    circuits = get("GET", "/v1/circuits").get("circuits", [])
     for entry in circuits:
         if entry.get("proof_kind", entry.get("name")) == kind:
             return entry
@@ -144,14 +167,19 @@ def _done(job: dict[str, Any]) -> int:
 
 def write_proofs(job: dict[str, Any], out_dir: Path) -> list[Path]:
     """proof_<i>.json and public_<i>.json per partition, as snarkjs writes them."""
+    check_output_dir(out_dir, "--out")
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for i, entry in enumerate(job.get("proofs") or []):
         for name, key in (("proof", "proof"), ("public", "public")):
             path = out_dir / f"{name}_{i}.json"
-            path.write_text(json.dumps(entry[key], indent=1) + "\n")
+            write_text(path, json.dumps(entry[key], indent=1) + "\n", "--out")
             written.append(path)
     return written
+
+
+def out_dir_for(out: str | None, job_id: str) -> Path:
+    return Path(out) if out else Path("proofs") / job_id
 
 
 def submit(
@@ -162,17 +190,33 @@ def submit(
 ) -> int:
     """The whole command over a given client (tests pass one bound to an in-process app)."""
     out = out or sys.stdout
-    entry = _kind_entry(client, args.proof_kind)
+    # Where the proofs go is checked before the job exists, not after it has run.
+    check_output_dir(Path(args.out) if args.out else Path("proofs"), "--out")
+    retry_for = float(getattr(args, "retry_for", RETRY_FOR_SECONDS))
+    retried: list[str] = []
+
+    def on_retry(why: str) -> None:
+        if not retried:  # said once, not at every try
+            console.print(f"cuzk submit: {why}; retrying for up to {retry_for:g} s",
+                          highlight=False)
+        retried.append(why)
+
+    def call(method: str, path: str, **kwargs: Any) -> Any:
+        return request_retrying(client, method, path, retry_for, on_retry, **kwargs)
+
+    entry = _kind_entry(client, args.proof_kind, call)
     partitions = int(entry.get("partitions") or 1)
     inputs = build_inputs(args.proof_kind, partitions, args.input, client)
-    body: dict[str, Any] = {"proof_kind": args.proof_kind, "inputs": inputs}
-    if args.request_id:
-        body["request_id"] = args.request_id
+    # Always a request id: a submit retried after a dropped connection finds its first job.
+    request_id = args.request_id or f"cuzk-submit-{uuid.uuid4().hex}"
+    body: dict[str, Any] = {"proof_kind": args.proof_kind, "inputs": inputs,
+                            "request_id": request_id}
     if args.priority:
         body["priority"] = args.priority
-    job = request(client, "POST", "/v1/proofs", json=body)
+    job = call("POST", "/v1/proofs", json=body)
     job_id = job["id"]
-    print(f"job {job_id} accepted ({args.proof_kind}, {partitions} partitions)", file=out)
+    print(f"job {job_id} accepted ({args.proof_kind}, {plural(partitions, 'partition')};"
+          f" request id {request_id})", file=out)
     if args.no_wait:
         return 0
 
@@ -198,8 +242,7 @@ def submit(
                         f"gave up after {args.timeout:g} s; job {job_id} continues on the"
                         f" server (state {job['state']})"
                     )
-                job = request(
-                    client,
+                job = call(
                     "GET",
                     f"/v1/proofs/{job_id}",
                     params={"wait": POLL_WAIT_SECONDS},
@@ -218,11 +261,15 @@ def submit(
         why = f": {job['error']}" if job.get("error") else ""
         console.print(f"[bold red]job {job_id} {job['state']}[/]{why}", highlight=False)
         return 1
-    out_dir = Path(args.out) if args.out else Path("proofs") / job_id
-    write_proofs(job, out_dir)
+    out_dir = out_dir_for(args.out, job_id)
+    try:
+        write_proofs(job, out_dir)
+    except CuzkError as e:
+        raise CliError(f"{e}; the proofs stay on the server: cuzk get {job_id} --out DIR") from None
     count = len(job.get("proofs") or [])
     print(
-        f"job {job_id} succeeded in {elapsed:.1f} s: {count} proofs written to {out_dir}",
+        f"job {job_id} succeeded in {elapsed:.1f} s: {plural(count, 'proof')} written to"
+        f" {out_dir}",
         file=out,
     )
     return 0

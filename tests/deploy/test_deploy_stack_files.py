@@ -213,6 +213,26 @@ def test_cpu_override_drops_gpu_reservation():
     load_config(None, env=_env(cuzk), check_files=False)
 
 
+def _dockerfile_args() -> dict[str, str]:
+    text = (ROOT / "Dockerfile").read_text()
+    return dict(re.findall(r"^ARG (\w+)=(\S*)$", text, flags=re.M))
+
+
+def test_cpu_override_builds_without_cuda():
+    """The CPU-only stack builds on a plain, pinned image with no GPU extra (no CUDA devel
+    image, no CUDA toolchain), under its own tag; the default build stays the CUDA one."""
+    override = yaml.load((DEPLOY / "docker-compose.cpu.yml").read_text(), Loader=_TagLoader)
+    cuzk = override["services"]["cuzk"]
+    args = cuzk["build"]["args"]
+    defaults = _dockerfile_args()
+    assert set(args) <= set(defaults), f"the Dockerfile declares no ARG for {set(args)}"
+    assert "cuda" not in args["BASE_IMAGE"].lower()
+    assert re.fullmatch(r"\S+:\S*\d\S*", args["BASE_IMAGE"])  # pinned
+    assert args["CUZK_EXTRAS"] == ""
+    assert cuzk["image"] != _compose()["services"]["cuzk"]["image"]
+    assert "cuda" in defaults["BASE_IMAGE"] and defaults["CUZK_EXTRAS"] == "gpu"
+
+
 def test_dockerfile_matches_engine():
     text = (ROOT / "Dockerfile").read_text()
     port = _engine_port()
@@ -224,7 +244,8 @@ def test_dockerfile_matches_engine():
     # .dockerignore keeps deploy/ out of the build context except the entrypoint.
     ignore = (ROOT / ".dockerignore").read_text().splitlines()
     assert "deploy" in ignore and "!deploy/docker/entrypoint.sh" in ignore
-    assert re.search(r"^FROM \S+:\S*\d", text, flags=re.M)  # pinned base image
+    assert re.search(r"^FROM \$\{BASE_IMAGE\}$", text, flags=re.M)
+    assert re.fullmatch(r"\S+:\S*\d\S*", _dockerfile_args()["BASE_IMAGE"])  # pinned base image
     for line in re.findall(r"^COPY (.+)$", text, flags=re.M):
         for path in [w for w in line.split()[:-1] if not w.startswith("--")]:
             assert (ROOT / path).exists(), f"Dockerfile copies {path}, which does not exist"

@@ -15,7 +15,7 @@ SERVER_SIDE = ("numba", "cuzk.prover", "kernels", "cuzk.engine", "cuzk.telemetry
                "pydantic", "wasmtime", "py_arkworks_bls12381", "numpy")
 
 
-@pytest.mark.parametrize("command", ["status", "submit"])
+@pytest.mark.parametrize("command", ["status", "submit", "get"])
 def test_client_commands_import_nothing_of_the_server(command: str) -> None:
     code = (
         "import json, sys\n"

@@ -1,0 +1,65 @@
+"""What the subcommands share about output: files are checked writable before long work, errors
+print on one line whatever the terminal (or pipe) width, counts are pluralised."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+
+from cuzk.errors import CuzkError
+
+
+class OutputError(CuzkError):
+    """An output path that cannot be written; raised before any long work starts."""
+
+
+def error_console() -> Console:
+    """stderr, never wrapped: rich wraps at 80 columns when piped, splitting one-line errors."""
+    return Console(stderr=True, soft_wrap=True)
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _nearest_existing(path: Path) -> Path:
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            return candidate
+    return Path(".")
+
+
+def check_output_dir(path: Path, what: str) -> None:
+    """Raise OutputError unless ``path`` is (or can be created as) a writable directory."""
+    if path.exists() and not path.is_dir():
+        raise OutputError(f"{what} {path}: exists and is not a directory")
+    base = _nearest_existing(path)
+    if not base.is_dir():
+        raise OutputError(f"{what} {path}: {base} is not a directory")
+    try:  # the only sure test: write there (permissions, read-only mounts, ACLs)
+        with tempfile.TemporaryFile(dir=base):
+            pass
+    except OSError as e:
+        raise OutputError(f"{what} {path}: {base} is not writable ({e.strerror or e})") from None
+
+
+def check_output_file(path: Path, what: str) -> None:
+    """Raise OutputError unless ``path`` can be written (replaced, or created in its directory)."""
+    if path.is_dir():
+        raise OutputError(f"{what} {path}: is a directory")
+    if path.exists():
+        if not os.access(path, os.W_OK):
+            raise OutputError(f"{what} {path}: not writable")
+        return
+    check_output_dir(path.parent, what)
+
+
+def write_text(path: Path, text: str, what: str) -> None:
+    """Write a file, an OSError (the disk filled, a permission changed) told as one line."""
+    try:
+        path.write_text(text)
+    except OSError as e:
+        raise OutputError(f"{what} {path}: {e.strerror or e}") from None
