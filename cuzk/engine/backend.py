@@ -96,3 +96,6 @@ class ProverBackend(Protocol):
     # Optional: ``key_device_bytes_hint(proof_kind) -> int``, the key's device bytes per device
     # known before loading, and ``upload_key(handle)``: with it, ``load_key`` is host-only (its
     # ``device_bytes`` computed) and the engine uploads only once those bytes are reserved.
+    # Optional: ``verify_proof(proof_kind, proof, public) -> bool``, Groth16 verification with
+    # the kind's verification key: the engine re-verifies journaled proofs with it before it
+    # serves them after a restart (without it, only the journal's row checksum is checked).
