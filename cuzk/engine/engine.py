@@ -535,7 +535,9 @@ class Engine:
         original = span_context_of(rec.span_context)
         if original is not None:
             job.trace_id = format(original.trace_id, "032x")
-        for i, item in enumerate(rec.inputs):
+        # A row whose inputs are damaged still has its partitions (served from their proofs).
+        items = rec.inputs or [{} for _ in range(max(rec.proofs, default=-1) + 1)]
+        for i, item in enumerate(items):
             p = Partition(job, i, item, self.spans, None)
             if i in rec.proofs:
                 p.proof = ProofResult(*rec.proofs[i])
@@ -567,6 +569,15 @@ class Engine:
             self._reject(rec, damaged)
             for idx in damaged:
                 rec.proofs.pop(idx, None)
+            if rec.broken is not None:  # nothing to prove them from: the job fails, saying why
+                why = (f"journaled proofs of partition(s) {', '.join(map(str, sorted(damaged)))}"
+                       f" are damaged and cannot be proven again: {rec.broken}; submit the "
+                       "request again")
+                assert self.journal is not None
+                self.journal.record_settled(rec.id, "failed", why)
+                log.error("job %s failed: %s", rec.id, why)
+                rec.state, rec.error = "failed", why
+                return self._restore(rec)
             rec.state, rec.error, rec.finished_at = ACCEPTED, None, None
             job = self._resume(rec)
         log.warning("job %s: %d journaled proof(s) were damaged; proving them again",

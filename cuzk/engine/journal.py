@@ -115,11 +115,15 @@ class JournalLost(JournalError):
     is accepted: a 202 would promise durability the file at journal.path no longer gives."""
 
 
+def _decode(raw: bytes) -> str:
+    return raw.decode("utf-8", "surrogateescape")
+
+
 def proof_digest(job_id: str, index: int, proof: str, public: str) -> str:
     """The checksum of one journaled partition row (its stored JSON texts, as stored)."""
     h = hashlib.sha256()
     for part in (job_id, str(index), proof, public):
-        h.update(part.encode())
+        h.update(part.encode("utf-8", "surrogateescape"))
         h.update(b"\0")
     return h.hexdigest()
 
@@ -251,6 +255,9 @@ class Journal:
         db: sqlite3.Connection | None = None
         try:
             db = sqlite3.connect(path, timeout=0, isolation_level=None, check_same_thread=False)
+            # Damaged bytes in a text column must reach the row checks (as a checksum or
+            # digest mismatch), not fail the read: decode them losslessly.
+            db.text_factory = _decode
             db.execute("PRAGMA locking_mode=EXCLUSIVE")
             version = self._check(db)  # before anything writes: a file we refuse stays as is
             mode = db.execute("PRAGMA journal_mode=WAL").fetchone()[0]

@@ -271,3 +271,27 @@ def test_a_journal_lost_under_the_running_engine_stops_submits_and_readiness(
         assert "journal" in (engine.readiness() or "")
     finally:
         engine.shutdown(5)
+
+
+def test_a_damaged_proof_whose_inputs_are_damaged_too_fails_the_job_saying_why(
+    path: Path,
+) -> None:
+    job_id, _ = _finished_job(path)
+    _edit(path, job_id, 0, fix_digest=False, tag="forged")
+    db = sqlite3.connect(path)
+    db.execute("UPDATE jobs SET inputs='[{\"tag\":\"p9\"}]' WHERE id=?", (job_id,))
+    db.commit()
+    db.close()
+    engine, prover = start(path)
+    try:
+        job = engine.get(job_id)
+        assert job.state == "failed" and "cannot be proven again" in (job.error or "")
+        assert [p.outcome for p in job.partitions] == ["cancelled", "done", "done"]
+        assert prover.calls["synthesize"] == 0
+        assert engine.journal.find(job_id).state == "failed"
+        # A failed job's request id may be submitted again: a new attempt proves it afresh.
+        again = engine.submit("porep-c2", [{"tag": f"p{i}"} for i in range(3)],
+                              request_id="r1")
+        assert again.attempt == 2 and engine.wait(again.id, 10).state == "succeeded"
+    finally:
+        engine.shutdown(5)
