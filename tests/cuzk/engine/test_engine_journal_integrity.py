@@ -17,6 +17,7 @@ from cuzk.engine.journal import (
     SCHEMA_VERSION,
     JobRecord,
     Journal,
+    JournalCorrupt,
     JournalLost,
     proof_digest,
 )
@@ -295,3 +296,44 @@ def test_a_damaged_proof_whose_inputs_are_damaged_too_fails_the_job_saying_why(
         assert again.attempt == 2 and engine.wait(again.id, 10).state == "succeeded"
     finally:
         engine.shutdown(5)
+
+
+def test_bytes_that_are_not_utf_8_in_a_row_are_damage_not_a_read_error(path: Path) -> None:
+    """Random bytes inside a proof's text: the row is reported damaged (and proven again), the
+    read itself does not fail (which left such jobs answering 503 forever)."""
+    job_id, _ = _finished_job(path)
+    db = sqlite3.connect(path)
+    db.execute("UPDATE partitions SET proof = CAST(X'7b22ff223a317d' AS TEXT) WHERE idx = 0")
+    db.execute("UPDATE jobs SET inputs = CAST(X'5b7bff7d5d' AS TEXT)")
+    db.commit()
+    db.close()
+    j = Journal.open(path)
+    try:
+        rec = j.find(job_id)
+        assert rec is not None
+        assert rec.damaged == {0: "checksum mismatch"} and sorted(rec.proofs) == [1, 2]
+        assert rec.broken is not None and "inputs are damaged" in rec.broken
+    finally:
+        j.close()
+
+
+def test_a_row_that_disagrees_with_its_index_refuses_the_open(path: Path) -> None:
+    """Damage inside a row that SQLite's quick_check passes: the full integrity_check
+    cross-checks the request-id index against the table and refuses the file."""
+    j = Journal.open(path)
+    j.record_accepted(JobRecord("j1", "request-AAAA", "window-post", "high", [{"tag": "a"}],
+                                "d", None, None, 1, 0, 1.0))
+    j.close()
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+    data = bytearray(path.read_bytes())
+    at = data.find(b"request-AAAA")  # the first copy only: the table or the index, not both
+    assert at > 0 and data.count(b"request-AAAA") == 2
+    data[at:at + 12] = b"request-BBBB"
+    path.write_bytes(bytes(data))
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA quick_check").fetchall() == [("ok",)]  # what passed before
+    db.close()
+    with pytest.raises(JournalCorrupt, match="corrupt"):
+        Journal.open(path)
