@@ -616,8 +616,8 @@ class Engine:
         for idx, why in sorted(damaged.items()):
             reason = "verification" if why == "verification failed" else "checksum"
             self.counters.inc("journal_proofs_rejected", (rec.proof_kind, reason))
-            log.error("journal: job %s partition %d: journaled proof rejected (%s); it is "
-                      "proven again", rec.id, idx, why)
+            log.error("journal: job %s partition %d: journaled proof rejected (%s), not served",
+                      rec.id, idx, why)
         self.journal.quarantine(rec.id, damaged)
 
     def _recover(self, journal: Journal) -> None:
