@@ -217,6 +217,7 @@ class Journal:
         self.last_error: JournalError | None = None
         self.lost: JournalLost | None = None
         self.corrupt: JournalCorrupt | None = None  # damage found while running (sticky)
+        self._reported: set[str] = set()  # jobs whose damaged rows were logged
         self.journal_id: str | None = None
         self._identity: tuple[int, int] | None = None
 
@@ -555,7 +556,8 @@ class Journal:
                     self.corrupt = self.last_error = err
                 raise err from e
         for rec in out:
-            if rec.damaged or rec.broken:
+            if (rec.damaged or rec.broken) and rec.id not in self._reported:
+                self._reported.add(rec.id)  # once per job: clients may poll it every second
                 log.error("journal %s: job %s has damaged rows: %s", self.path, rec.id,
                           rec.broken or "; ".join(f"partition {i}: {why}"
                                                   for i, why in sorted(rec.damaged.items())))
