@@ -169,6 +169,11 @@ class ScriptedProver:
     def verification_key(self, proof_kind: str) -> dict[str, Any]:
         raise CuzkError("the scripted prover has no verification keys")
 
+    def verify_proof(
+        self, proof_kind: str, proof: Mapping[str, Any], public: Sequence[str]
+    ) -> bool | None:
+        return None  # scripted proofs are not Groth16 proofs: only the row checksum applies
+
     def upload_key(self, handle: KeyHandle) -> None:
         """Scripted keys live nowhere: loading is all there is."""
 

@@ -127,3 +127,11 @@ class ProverBackend(Protocol):
     def release_abc(self, synthesis: Any) -> None:
         """Drop the a/b/c arrays once the GPU phase no longer needs them."""
         ...
+
+    def verify_proof(
+        self, proof_kind: str, proof: Mapping[str, Any], public: Sequence[str]
+    ) -> bool | None:
+        """Groth16 verification with the kind's verification key: the engine re-verifies
+        journaled proofs with it before serving them after a restart. None: this prover cannot
+        verify (then only the journal's row checksum is checked)."""
+        ...

@@ -34,7 +34,14 @@ from cuzk.engine.events import (
     WorkersPaused,
 )
 from cuzk.engine.jobs import Job, Partition
-from cuzk.engine.journal import JobRecord, Journal, JournalError, JournalRecorder, inputs_digest
+from cuzk.engine.journal import (
+    ACCEPTED,
+    JobRecord,
+    Journal,
+    JournalError,
+    JournalRecorder,
+    inputs_digest,
+)
 from cuzk.engine.keys import KeyResidency
 from cuzk.engine.leases import GpuWorker
 from cuzk.engine.memory import MemoryBudget, auto_budget
@@ -64,6 +71,11 @@ RECENT_JOBS = 50
 RECOVERY_OUTCOMES = ("resumed", "completed", "failed")
 """``cuzk_jobs_recovered_total`` outcomes: queued again; every partition was already journaled
 (settled at once, nothing proven again); could not be resumed (its proof kind is gone)."""
+JOURNAL_REJECT_REASONS = ("checksum", "verification")
+"""``cuzk_journal_proofs_rejected_total`` reasons: a journaled partition row failed its checksum
+(or did not parse); its proof failed Groth16 verification with the kind's verification key."""
+VERIFIED_CACHE = 100_000
+"""Journaled proofs (by row checksum) already verified since start: not verified again."""
 MEMORY_WINDOW = 1000
 """With a journal, finished jobs beyond this many are served from the journal, not memory."""
 
@@ -161,6 +173,10 @@ class Engine:
         for kind in s.proof_kinds:
             for outcome in RECOVERY_OUTCOMES:
                 self.counters.ensure("jobs_recovered", (kind, outcome))
+            for reason in JOURNAL_REJECT_REASONS:
+                self.counters.ensure("journal_proofs_rejected", (kind, reason))
+        self._verified: set[str] = set()  # row checksums whose proofs verified
+        self._reopen_lock = threading.Lock()  # not _submit_lock: submit reads the journal
 
         self.pipeline = Pipeline(
             s, prover, self.spans, self.events, self.counters, self.host_budget,
@@ -264,6 +280,8 @@ class Engine:
         if not running:
             return "not started"
         journal = self.journal
+        if journal is not None and not journal.closed and (fault := journal.fault()):
+            return str(fault)  # lost or corrupt: nothing clears it but a restart
         if journal is not None and journal.last_error is not None:
             now = time.monotonic()
             if now - self._probe_at >= 1.0:  # re-check at most once a second
@@ -390,7 +408,7 @@ class Engine:
         if prev is None and self.journal is not None and not self.journal.closed:
             rec = self.journal.latest_for_request(request_id)
             if rec is not None:
-                prev = self._restore(rec)
+                prev = self._from_journal(rec)
         return prev
 
     @staticmethod
@@ -512,7 +530,7 @@ class Engine:
         if job is None and self.journal is not None and not self.journal.closed:
             rec = self.journal.find(job_id)
             if rec is not None:
-                job = self._restore(rec)
+                job = self._from_journal(rec)
         if job is None:
             raise UnknownJob(f"no job with id {job_id!r}")
         return job
@@ -527,7 +545,9 @@ class Engine:
         original = span_context_of(rec.span_context)
         if original is not None:
             job.trace_id = format(original.trace_id, "032x")
-        for i, item in enumerate(rec.inputs):
+        # A row whose inputs are damaged still has its partitions (served from their proofs).
+        items = rec.inputs or [{} for _ in range(max(rec.proofs, default=-1) + 1)]
+        for i, item in enumerate(items):
             p = Partition(job, i, item, self.spans, None)
             if i in rec.proofs:
                 p.proof = ProofResult(*rec.proofs[i])
@@ -543,41 +563,125 @@ class Engine:
             job.settled.set()
         return job
 
+    def _from_journal(self, rec: JobRecord) -> Job:
+        """A job read from the journal: a finished one whose proofs are intact as is; one with
+        a damaged or unverifiable proof is made unfinished and proven again, never served."""
+        if not rec.finished or rec.state != "succeeded":
+            return self._restore(rec)
+        damaged = self._check_proofs(rec)
+        if not damaged:
+            return self._restore(rec)
+        with self._reopen_lock:  # one reopening per job, whoever reads it first
+            with self._lock:
+                live = self._jobs.get(rec.id)
+            if live is not None:
+                return live
+            self._reject(rec, damaged)
+            for idx in damaged:
+                rec.proofs.pop(idx, None)
+            if rec.broken is not None:  # nothing to prove them from: the job fails, saying why
+                why = (f"journaled proofs of partition(s) {', '.join(map(str, sorted(damaged)))}"
+                       f" are damaged and cannot be proven again: {rec.broken}; submit the "
+                       "request again")
+                assert self.journal is not None
+                self.journal.record_settled(rec.id, "failed", why)
+                log.error("job %s failed: %s", rec.id, why)
+                rec.state, rec.error = "failed", why
+                return self._restore(rec)
+            rec.state, rec.error, rec.finished_at = ACCEPTED, None, None
+            job = self._resume(rec)
+        log.warning("job %s: %d journaled proof(s) were damaged; proving them again",
+                    rec.id, len(damaged))
+        return job
+
+    def _check_proofs(self, rec: JobRecord) -> dict[int, str]:
+        """The partitions of ``rec`` whose journaled proofs must not be served: rows the journal
+        found damaged, and proofs the prover's verification key rejects (where the backend
+        can verify: :meth:`ProverBackend.verify_proof` answers None where it cannot)."""
+        damaged = dict(rec.damaged)
+        for idx, (proof, public) in sorted(rec.proofs.items()):
+            digest = rec.digests.get(idx)
+            if digest is not None and digest in self._verified:
+                continue
+            try:
+                verdict = self.prover.verify_proof(rec.proof_kind, proof, public)
+            except Exception as e:  # no key to verify with: the checksum is all there is
+                log.warning("journaled proof of job %s partition %d not verified: %s",
+                            rec.id, idx, e)
+                continue
+            if verdict is None:  # this prover cannot verify: the checksum is all there is
+                return damaged
+            if not verdict:
+                damaged[idx] = "verification failed"
+            elif digest is not None:
+                if len(self._verified) >= VERIFIED_CACHE:
+                    self._verified.clear()
+                self._verified.add(digest)
+        return damaged
+
+    def _reject(self, rec: JobRecord, damaged: Mapping[int, str]) -> None:
+        """Count and quarantine damaged journaled proofs (their partitions are proven again)."""
+        assert self.journal is not None
+        for idx, why in sorted(damaged.items()):
+            reason = "verification" if why == "verification failed" else "checksum"
+            self.counters.inc("journal_proofs_rejected", (rec.proof_kind, reason))
+            log.error("journal: job %s partition %d: journaled proof rejected (%s), not served",
+                      rec.id, idx, why)
+        self.journal.quarantine(rec.id, damaged)
+
     def _recover(self, journal: Journal) -> None:
-        """Queue the journal's unfinished jobs again; only unproven partitions are proven."""
+        """Queue the journal's unfinished jobs again; only unproven partitions are proven
+        (a journaled proof is reused only once its checksum and, where the backend can,
+        its verification pass)."""
         self._seq = itertools.count(journal.max_seq() + 1)
         for rec in journal.unfinished():
             kind = self.settings.proof_kinds.get(rec.proof_kind)
-            if kind is None or len(rec.inputs) != kind.partitions:
-                why = (f"not resumed after a restart: proof kind {rec.proof_kind!r} is no longer "
-                       "configured" if kind is None else
-                       f"not resumed after a restart: proof kind {rec.proof_kind!r} now takes "
+            why = None
+            if rec.broken is not None:
+                why = f"not resumed after a restart: {rec.broken}"
+            elif kind is None:
+                why = (f"not resumed after a restart: proof kind {rec.proof_kind!r} is no "
+                       "longer configured")
+            elif len(rec.inputs) != kind.partitions:
+                why = (f"not resumed after a restart: proof kind {rec.proof_kind!r} now takes "
                        f"{kind.partitions} partitions, the job has {len(rec.inputs)}")
+            if why is not None:
                 journal.record_settled(rec.id, "failed", why)
                 self.counters.inc("jobs_recovered", (rec.proof_kind, "failed"))
                 log.warning("job %s %s", rec.id, why)
                 continue
-            job = Job(rec.proof_kind, rec.priority, rec.request_id, rec.attempt, rec.seq,
-                      job_id=rec.id, submitted_at=rec.submitted_at)
-            job.inputs_digest = rec.inputs_digest
-            original = span_context_of(rec.span_context)
-            # The client's trace when it sent one, else the original job's: the trace goes on.
-            parent = extract_context(rec.traceparent) if rec.traceparent else None
-            if parent is None and original is not None:
-                parent = trace.set_span_in_context(trace.NonRecordingSpan(original))
-            self._create_spans(job, rec.inputs, parent, links=[original] if original else [],
-                               proven=rec.proofs)
-            with self._lock:
-                self._jobs[job.id] = job
-                self._active[job.id] = job
-                if job.request_id is not None:
-                    self._by_request[job.request_id] = job
-            if all(p.outcome == "done" for p in job.partitions):
-                self.counters.inc("jobs_recovered", (job.proof_kind, "completed"))
-                self.pipeline.finish_job(job, "succeeded")
-            else:
-                self.counters.inc("jobs_recovered", (job.proof_kind, "resumed"))
-                self.pipeline.enqueue(job)
+            damaged = self._check_proofs(rec)
+            if damaged:
+                self._reject(rec, damaged)
+                for idx in damaged:
+                    rec.proofs.pop(idx, None)
+            complete = all(i in rec.proofs for i in range(len(rec.inputs)))
+            self._resume(rec)
+            self.counters.inc("jobs_recovered",
+                              (rec.proof_kind, "completed" if complete else "resumed"))
+
+    def _resume(self, rec: JobRecord) -> Job:
+        """A journaled unfinished job made live: its journaled proofs settled, the rest queued."""
+        job = Job(rec.proof_kind, rec.priority, rec.request_id, rec.attempt, rec.seq,
+                  job_id=rec.id, submitted_at=rec.submitted_at)
+        job.inputs_digest = rec.inputs_digest
+        original = span_context_of(rec.span_context)
+        # The client's trace when it sent one, else the original job's: the trace goes on.
+        parent = extract_context(rec.traceparent) if rec.traceparent else None
+        if parent is None and original is not None:
+            parent = trace.set_span_in_context(trace.NonRecordingSpan(original))
+        self._create_spans(job, rec.inputs, parent, links=[original] if original else [],
+                           proven=rec.proofs)
+        with self._lock:
+            self._jobs[job.id] = job
+            self._active[job.id] = job
+            if job.request_id is not None:
+                self._by_request[job.request_id] = job
+        if all(p.outcome == "done" for p in job.partitions):
+            self.pipeline.finish_job(job, "succeeded")
+        else:
+            self.pipeline.enqueue(job)
+        return job
 
     def wait(self, job_id: str, timeout: float | None = None) -> Job:
         """Block until the job is terminal or ``timeout`` passes; returns it either way."""
@@ -704,6 +808,8 @@ class Engine:
             jobs_submitted=_frozen(self.counters.get("jobs_submitted")),
             jobs_completed=_frozen(self.counters.get("jobs_completed")),
             jobs_recovered=_frozen(self.counters.get("jobs_recovered")),
+            journal_proofs_rejected=_frozen(self.counters.get("journal_proofs_rejected")),
+            journal_lost=self.journal is not None and self.journal.lost is not None,
             worker_partitions=_frozen(self.counters.get("worker_partitions")),
             spans_open=len(self.spans.open_spans()),
         )

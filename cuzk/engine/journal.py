@@ -11,6 +11,16 @@ never recover (and prove) the same jobs. A journal that cannot be opened, checke
 a :class:`JournalError` whose message says what is wrong and what to do; a corrupt file is never
 replaced or repaired here.
 
+Integrity: opening runs SQLite's full ``integrity_check`` (a damaged page refuses the start).
+Every partition row carries a SHA-256 of its job id, index, proof and public signals, checked
+on every read: a row that fails it is reported in :attr:`JobRecord.damaged`, never returned as
+a proof, and :meth:`Journal.quarantine` moves it aside (table ``damaged_partitions``) so the
+partition is proven again. A sidecar marker (``<journal>.id``) records that a journal with a
+given id exists: a missing or emptied journal next to its marker is refused as *lost*, not
+started empty. While running, the file at ``path`` must stay the file this process holds
+(same st_dev/st_ino): a journal deleted or replaced under the server is *lost*, and every later
+write and :meth:`Journal.check_identity` says so (:class:`JournalLost`).
+
 Retention: finished jobs are dropped when they are older than ``retention_s`` or beyond the
 newest ``retention_jobs``; unfinished jobs are never dropped.
 """
@@ -21,9 +31,11 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
 import sqlite3
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +46,11 @@ from cuzk.protocol import TERMINAL_STATES
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+MIGRATIONS: dict[int, str] = {
+    # from version N to N + 1 (a file of an older version is upgraded when opened)
+    1: "ALTER TABLE partitions ADD COLUMN digest TEXT;",
+}
 APPLICATION_ID = 0x637A6B4A  # "czkJ": marks the file as a cuzk journal
 TERMINAL = TERMINAL_STATES
 ACCEPTED = "accepted"
@@ -67,7 +83,17 @@ CREATE TABLE IF NOT EXISTS partitions (
     proof       TEXT NOT NULL,
     public      TEXT NOT NULL,
     finished_at REAL NOT NULL,
+    digest      TEXT,
     PRIMARY KEY (job_id, idx)
+);
+CREATE TABLE IF NOT EXISTS damaged_partitions (
+    job_id   TEXT NOT NULL,
+    idx      INTEGER NOT NULL,
+    proof    TEXT,
+    public   TEXT,
+    digest   TEXT,
+    reason   TEXT NOT NULL,
+    found_at REAL NOT NULL
 );
 """
 
@@ -82,6 +108,24 @@ class JournalError(Unavailable):
 
 class JournalCorrupt(JournalError):
     """The file is not a usable cuzk journal. It is left exactly as it was found."""
+
+
+class JournalLost(JournalError):
+    """The journal this server wrote to is gone (deleted, emptied or replaced). Nothing more
+    is accepted: a 202 would promise durability the file at journal.path no longer gives."""
+
+
+def _decode(raw: bytes) -> str:
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def proof_digest(job_id: str, index: int, proof: str, public: str) -> str:
+    """The checksum of one journaled partition row (its stored JSON texts, as stored)."""
+    h = hashlib.sha256()
+    for part in (job_id, str(index), proof, public):
+        h.update(part.encode("utf-8", "surrogateescape"))
+        h.update(b"\0")
+    return h.hexdigest()
 
 
 def inputs_digest(inputs: Sequence[Mapping[str, Any]]) -> str:
@@ -109,6 +153,11 @@ class JobRecord:
     error: str | None = None
     finished_at: float | None = None
     proofs: dict[int, tuple[dict[str, Any], list[str]]] = field(default_factory=dict)
+    # partition index -> the row's checksum (None: written before checksums, version 1)
+    digests: dict[int, str | None] = field(default_factory=dict)
+    # partition index -> why its journaled proof is not usable (never in ``proofs``)
+    damaged: dict[int, str] = field(default_factory=dict)
+    broken: str | None = None  # why the job's own row is unreadable (inputs damaged)
 
     @property
     def finished(self) -> bool:
@@ -166,6 +215,11 @@ class Journal:
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         self.last_error: JournalError | None = None
+        self.lost: JournalLost | None = None
+        self.corrupt: JournalCorrupt | None = None  # damage found while running (sticky)
+        self._reported: set[str] = set()  # jobs whose damaged rows were logged
+        self.journal_id: str | None = None
+        self._identity: tuple[int, int] | None = None
 
     # ---- opening -----------------------------------------------------------------------------
 
@@ -190,23 +244,54 @@ class Journal:
             raise JournalError(
                 f"journal {path}: cannot create its directory {path.parent}: "
                 f"{e.strerror or e}; set journal.path to a writable location") from None
+        marker = self._read_marker()
+        empty = not path.exists() or path.stat().st_size == 0
+        if marker is not None and empty:
+            state = "is missing" if not path.exists() else "is empty (0 bytes)"
+            raise JournalLost(
+                f"journal {path}: {state}, but {self.marker_path} records that journal "
+                f"{marker} existed here: its jobs would be lost silently. Restore the journal "
+                f"from a backup, or delete {self.marker_path} to start with an empty journal",
+                retry_after=None)
         db: sqlite3.Connection | None = None
         try:
             db = sqlite3.connect(path, timeout=0, isolation_level=None, check_same_thread=False)
+            # Damaged bytes in a text column must reach the row checks (as a checksum or
+            # digest mismatch), not fail the read: decode them losslessly.
+            db.text_factory = _decode
             db.execute("PRAGMA locking_mode=EXCLUSIVE")
-            self._check(db)  # before anything writes: a file we refuse stays byte for byte
+            version = self._check(db)  # before anything writes: a file we refuse stays as is
             mode = db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise JournalError(f"journal {path}: cannot use WAL mode (got {mode!r})")
             db.execute("PRAGMA synchronous=FULL")
             db.execute("PRAGMA foreign_keys=ON")
             db.execute("PRAGMA journal_size_limit=67108864")
+            row = None
+            if version is not None:
+                row = db.execute("SELECT value FROM meta WHERE key='journal_id'").fetchone()
+            journal_id = str(row[0]) if row is not None else uuid.uuid4().hex
+            if marker is not None and marker != journal_id:
+                raise JournalLost(
+                    f"journal {path}: is journal {journal_id}, but {self.marker_path} records "
+                    f"journal {marker} here: the journal was replaced and the other one's jobs "
+                    f"would be lost silently. Put journal {marker} back, or delete "
+                    f"{self.marker_path} to adopt this one", retry_after=None)
+            migrate = "".join(MIGRATIONS[v] for v in range(version or SCHEMA_VERSION,
+                                                                SCHEMA_VERSION))
             # One write transaction: takes the exclusive lock and proves the file is writable.
             db.executescript(
-                f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA application_id={APPLICATION_ID};"
+                f"BEGIN IMMEDIATE; {migrate} {_SCHEMA} PRAGMA application_id={APPLICATION_ID};"
                 f" INSERT OR REPLACE INTO meta (key, value) VALUES"
-                f" ('schema_version', '{SCHEMA_VERSION}'), ('opened_at', '{self._clock()!r}');"
+                f" ('schema_version', '{SCHEMA_VERSION}'), ('opened_at', '{self._clock()!r}'),"
+                f" ('journal_id', '{journal_id}');"
                 " COMMIT;")
+            if version is not None and version < SCHEMA_VERSION:
+                log.info("journal %s: upgraded from schema version %d to %d", path, version,
+                         SCHEMA_VERSION)
+            if marker is None:
+                self._write_marker(journal_id)
+            st = os.stat(path)
         except JournalError:
             if db is not None:
                 db.close()
@@ -215,11 +300,48 @@ class Journal:
             if db is not None:
                 db.close()
             raise _describe(path, e) from None
+        self.journal_id = journal_id
+        self._identity = (st.st_dev, st.st_ino)
         self._db = db
         self.prune()
 
-    def _check(self, db: sqlite3.Connection) -> None:
-        """Refuse a file that is damaged, not ours, or from a newer cuzk."""
+    @property
+    def marker_path(self) -> Path:
+        """The sidecar that records which journal lives at ``path`` (lost vs new)."""
+        return self.path.with_name(self.path.name + ".id")
+
+    def _read_marker(self) -> str | None:
+        try:
+            text = self.marker_path.read_text().strip()
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise JournalError(
+                f"journal {self.path}: cannot read its marker {self.marker_path}: "
+                f"{e.strerror or e}; check journal.path") from None
+        if not text:
+            raise JournalError(
+                f"journal {self.path}: its marker {self.marker_path} is empty; restore it, or "
+                "delete it if the journal next to it is the one to use")
+        return text
+
+    def _write_marker(self, journal_id: str) -> None:
+        """Atomically (temp file, fsync, rename, fsync of the directory)."""
+        tmp = self.marker_path.with_name(self.marker_path.name + ".tmp")
+        with open(tmp, "w") as f:
+            f.write(journal_id + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.marker_path)
+        fd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _check(self, db: sqlite3.Connection) -> int | None:
+        """Refuse a file that is damaged, not ours, or from a newer cuzk; its schema version
+        (None for a new, empty file)."""
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         app_id = db.execute("PRAGMA application_id").fetchone()[0]
         if tables and app_id != APPLICATION_ID:
@@ -227,19 +349,50 @@ class Journal:
                 f"journal {self.path}: is an SQLite database but not a cuzk journal (tables: "
                 f"{', '.join(sorted(tables))}); it was left untouched. Set journal.path to "
                 "another file")
-        problems = [r[0] for r in db.execute("PRAGMA quick_check")]
+        # integrity_check, not quick_check: it also cross-checks every index against its
+        # table, which catches damage inside rows that quick_check passes.
+        problems = [r[0] for r in db.execute("PRAGMA integrity_check(20)")]
         if problems != ["ok"]:
             raise JournalCorrupt(
                 f"journal {self.path}: the file is corrupt ({'; '.join(problems[:3])}); it was "
                 "left untouched. Move it aside (or restore a backup) to start with an empty "
                 "journal")
-        if "meta" in tables:
-            row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            if row is not None and int(row[0]) != SCHEMA_VERSION:
-                raise JournalError(
-                    f"journal {self.path}: schema version {row[0]} is not the one this cuzk "
-                    f"reads ({SCHEMA_VERSION}); use the cuzk that wrote it, or another "
-                    "journal.path")
+        if "meta" not in tables:
+            return None
+        row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        version = int(row[0]) if row is not None else SCHEMA_VERSION
+        if version > SCHEMA_VERSION or version < min(MIGRATIONS, default=SCHEMA_VERSION):
+            raise JournalError(
+                f"journal {self.path}: schema version {version} is not one this cuzk reads "
+                f"(up to {SCHEMA_VERSION}); use the cuzk that wrote it, or another "
+                "journal.path")
+        return version
+
+    def fault(self) -> JournalError | None:
+        """What makes this journal unusable until a restart (lost or corrupt), if anything;
+        unlike ``last_error`` (a full disk, say) it does not clear by itself."""
+        return self.check_identity() or self.corrupt
+
+    def check_identity(self) -> JournalLost | None:
+        """Whether the file at ``path`` is still the one this process holds (st_dev, st_ino);
+        once it is not, the journal stays lost (the error) until the server restarts."""
+        if self.lost is not None or self._identity is None:
+            return self.lost
+        try:
+            st = os.stat(self.path)
+            same = (st.st_dev, st.st_ino) == self._identity
+            what = "was replaced by another file"
+        except FileNotFoundError:
+            same, what = False, "was deleted"
+        except OSError as e:
+            same, what = False, f"cannot be checked ({e.strerror or e})"
+        if not same:
+            self.lost = JournalLost(
+                f"journal {self.path}: {what} while this server was writing to it; nothing "
+                "more is accepted, since what it would journal is not where the next start "
+                "reads. Restore the state directory, then restart the server", retry_after=None)
+            log.error("%s", self.lost)
+        return self.lost
 
     def close(self) -> None:
         with self._lock:
@@ -259,6 +412,10 @@ class Journal:
             db = self._db
             if db is None:
                 raise JournalError(f"journal {self.path}: closed")
+            lost = self.check_identity()
+            if lost is not None:
+                self.last_error = lost
+                raise lost
             t0 = time.perf_counter()
             try:
                 db.execute("BEGIN IMMEDIATE")
@@ -273,6 +430,8 @@ class Journal:
             except (sqlite3.Error, OSError) as e:
                 err = _describe(self.path, e)
                 self.last_error = err
+                if isinstance(err, JournalCorrupt):
+                    self.corrupt = err
                 raise err from e
             seconds = time.perf_counter() - t0
             self.last_error = None
@@ -297,14 +456,35 @@ class Journal:
     def record_partition(
         self, job_id: str, index: int, proof: dict[str, Any], public: list[str]
     ) -> None:
-        """A finalized partition's proof: it is never proven again after this returns."""
+        """A finalized partition's proof: it is never proven again after this returns (unless
+        its row is later found damaged)."""
+        proof_text = json.dumps(proof, separators=(",", ":"))
+        public_text = json.dumps(public, separators=(",", ":"))
 
         def write(db: sqlite3.Connection) -> None:
             db.execute(
-                "INSERT OR REPLACE INTO partitions (job_id, idx, proof, public, finished_at)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (job_id, index, json.dumps(proof, separators=(",", ":")),
-                 json.dumps(public, separators=(",", ":")), self._clock()))
+                "INSERT OR REPLACE INTO partitions (job_id, idx, proof, public, finished_at,"
+                " digest) VALUES (?, ?, ?, ?, ?, ?)",
+                (job_id, index, proof_text, public_text, self._clock(),
+                 proof_digest(job_id, index, proof_text, public_text)))
+
+        self._write(write)
+
+    def quarantine(self, job_id: str, damaged: Mapping[int, str]) -> None:
+        """Move damaged partition rows aside (``damaged_partitions``, kept for forensics) and,
+        if the job had succeeded, make it unfinished again: its partitions are proven anew."""
+        now = self._clock()
+
+        def write(db: sqlite3.Connection) -> None:
+            for idx, reason in sorted(damaged.items()):
+                db.execute(
+                    "INSERT INTO damaged_partitions (job_id, idx, proof, public, digest, reason,"
+                    " found_at) SELECT job_id, idx, proof, public, digest, ?, ? FROM partitions"
+                    " WHERE job_id = ? AND idx = ?", (reason, now, job_id, idx))
+                db.execute("DELETE FROM partitions WHERE job_id = ? AND idx = ?", (job_id, idx))
+            db.execute(
+                "UPDATE jobs SET state = ?, error = NULL, finished_at = NULL"
+                " WHERE id = ? AND state = 'succeeded'", (ACCEPTED, job_id))
 
         self._write(write)
 
@@ -366,14 +546,23 @@ class Journal:
                     " traceparent, span_context, attempt, seq, submitted_at, state, error,"
                     " finished_at"
                     f" FROM jobs {sql}", args).fetchall()
-                out = [JobRecord(r[0], r[1], r[2], r[3], json.loads(r[4]), *r[5:]) for r in rows]
+                out = [_job_record(r) for r in rows]
                 for rec in out:
-                    for idx, proof, public in db.execute(
-                            "SELECT idx, proof, public FROM partitions WHERE job_id = ?",
+                    for idx, proof, public, digest in db.execute(
+                            "SELECT idx, proof, public, digest FROM partitions WHERE job_id = ?",
                             (rec.id,)):
-                        rec.proofs[idx] = (json.loads(proof), json.loads(public))
-            except (sqlite3.Error, ValueError) as e:
-                raise _describe(self.path, e) from e
+                        _add_partition(rec, idx, proof, public, digest)
+            except sqlite3.Error as e:
+                err = _describe(self.path, e)
+                if isinstance(err, JournalCorrupt):  # damage found while running: not ready
+                    self.corrupt = self.last_error = err
+                raise err from e
+        for rec in out:
+            if (rec.damaged or rec.broken) and rec.id not in self._reported:
+                self._reported.add(rec.id)  # once per job: clients may poll it every second
+                log.error("journal %s: job %s has damaged rows: %s", self.path, rec.id,
+                          rec.broken or "; ".join(f"partition {i}: {why}"
+                                                  for i, why in sorted(rec.damaged.items())))
         return out
 
     def unfinished(self) -> list[JobRecord]:
@@ -408,6 +597,40 @@ class Journal:
             if self._db is None:
                 return {}
             return dict(self._db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state"))
+
+
+def _job_record(r: Sequence[Any]) -> JobRecord:
+    """A jobs row as a record; inputs that do not parse or do not match their digest make the
+    record ``broken`` (its inputs empty) instead of raising."""
+    rec = JobRecord(r[0], r[1], r[2], r[3], [], *r[5:])
+    try:
+        inputs = json.loads(r[4])
+        if not isinstance(inputs, list) or inputs_digest(inputs) != rec.inputs_digest:
+            raise ValueError("the inputs do not match their digest")
+        rec.inputs = inputs
+    except (ValueError, TypeError) as e:
+        rec.broken = f"the job's journaled inputs are damaged ({e})"
+    return rec
+
+
+def _add_partition(rec: JobRecord, idx: int, proof: Any, public: Any, digest: Any) -> None:
+    """Add a partition row to ``rec.proofs`` if it is intact, else to ``rec.damaged``."""
+    if not isinstance(proof, str) or not isinstance(public, str):
+        rec.damaged[idx] = "the row's proof or public signals are not text"
+        return
+    if digest is not None and digest != proof_digest(rec.id, idx, proof, public):
+        rec.damaged[idx] = "checksum mismatch"
+        return
+    try:
+        p, pub = json.loads(proof), json.loads(public)
+    except ValueError:
+        rec.damaged[idx] = "the row's JSON does not parse"
+        return
+    if not isinstance(p, dict) or not isinstance(pub, list):
+        rec.damaged[idx] = "the row's proof or public signals have the wrong shape"
+        return
+    rec.proofs[idx] = (p, pub)
+    rec.digests[idx] = digest
 
 
 class JournalRecorder:

@@ -127,13 +127,14 @@ def finalize(
     synth: Synthesis,
     out: GpuOutput,
     verify_proof: bool = True,
-    rng: int | None = None,
 ) -> Proof:
-    """Step 3: B in G2, blinding (r, s), assembly; never returns a proof that fails to verify."""
+    """Step 3: B in G2, blinding (r, s), assembly; never returns a proof that fails to verify.
+
+    r and s are drawn independently and uniformly for every proof: that is what makes a
+    Groth16 proof zero-knowledge (and two proofs of one witness differ)."""
     curve = key.curve
     b2 = key.msm_b2(synth.witness)
-    draw = (lambda: secrets.randbelow(curve.r)) if rng is None else (lambda: rng)
-    r_val, s_val = draw(), draw()
+    r_val, s_val = secrets.randbelow(curve.r), secrets.randbelow(curve.r)
     r, s = scalar(curve, r_val), scalar(curve, s_val)
     pi_a = out.a + key.alpha1 + key.delta1 * r
     pi_b = b2 + key.beta2 + key.delta2 * s

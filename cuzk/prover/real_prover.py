@@ -107,6 +107,7 @@ class RealProver:
         self._circuits_lock = threading.Lock()
         self._vks: dict[str, tuple[tuple[str, int, int], dict]] = {}
         self._layouts: dict[str, tuple[tuple[str, int, int], KeyLayout]] = {}
+        self._parsed_vks: dict[str, tuple[tuple[str, int, int], Any]] = {}
 
     def lanes_per_device(self) -> dict[str, int]:
         """Lanes (one per GPU worker) on each CUDA device; empty on the CPU backend."""
@@ -244,6 +245,24 @@ class RealProver:
         vk = read_verification_key(path).to_json()  # FormatError names file and section
         self._vks[proof_kind] = (stamp, vk)
         return vk
+
+    def verify_proof(self, proof_kind: str, proof: dict, public: list[str]) -> bool:
+        """Groth16 verification of a proof with this kind's verification key (the engine checks
+        journaled proofs with it before serving them); a malformed proof is False."""
+        from cuzk.prover.keys import read_verification_key
+        from cuzk.prover.verify import verify
+
+        path = self.zkey_path(proof_kind)
+        st = path.stat()
+        stamp = (str(path), st.st_mtime_ns, st.st_size)
+        cached = self._parsed_vks.get(proof_kind)
+        if cached is None or cached[0] != stamp:
+            cached = (stamp, read_verification_key(path))
+            self._parsed_vks[proof_kind] = cached
+        try:
+            return verify(cached[1], proof, public)
+        except ValueError:
+            return False
 
     def key_device_bytes_hint(self, proof_kind: str) -> int:
         """Device bytes the kind's key will take on each device once uploaded, from the zkey's

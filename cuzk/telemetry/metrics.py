@@ -80,6 +80,15 @@ class EngineCollector:
             "Unfinished jobs found in the journal at start, by outcome (resumed: queued again; "
             "completed: every partition already journaled; failed: could not be resumed)",
             labels=["proof_kind", "outcome"])
+        rejected = CounterMetricFamily(
+            "cuzk_journal_proofs_rejected",
+            "Journaled partition proofs not served but proven again, by reason (checksum: the "
+            "row failed its checksum; verification: the proof failed Groth16 verification)",
+            labels=["proof_kind", "reason"])
+        lost = GaugeMetricFamily(
+            "cuzk_journal_lost",
+            "1 when the journal file was deleted or replaced under the running server (submits "
+            "are refused until it is restored and the server restarted), else 0")
         budget = GaugeMetricFamily("cuzk_memory_budget_bytes", "Host memory budget in bytes")
         reserved = GaugeMetricFamily(
             "cuzk_memory_reserved_bytes", "Host bytes reserved, by consumer", labels=["consumer"])
@@ -119,6 +128,9 @@ class EngineCollector:
                 completed.add_metric(list(labels), n)
             for labels, n in sorted(s.jobs_recovered.items()):
                 recovered.add_metric(list(labels), n)
+            for labels, n in sorted(s.journal_proofs_rejected.items()):
+                rejected.add_metric(list(labels), n)
+            lost.add_metric([], 1.0 if s.journal_lost else 0.0)
             mem = s.memory
             budget.add_metric([], mem.budget_bytes)
             for consumer, n in sorted({"proving_key": 0, "partition": 0,
@@ -145,7 +157,8 @@ class EngineCollector:
                                            **dev.reserved_by_consumer}.items()):
                     dev_reserved.add_metric([device, consumer], n)
         yield from (busy, busy_s, lease_age, paused, parts, queued, phases, submitted, completed,
-                    recovered, budget, reserved, waiters, evictions, evicted, keys, build)
+                    recovered, rejected, lost, budget, reserved, waiters, evictions, evicted, keys,
+                    build)
         if s is None or s.device_memory:  # absent, not zero, where no device budget exists
             yield from (dev_budget, dev_reserved)
 

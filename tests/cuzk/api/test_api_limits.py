@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import socket
 import time
 from collections.abc import Iterator
@@ -45,9 +46,11 @@ def narrow(engine: Engine) -> Iterator[str]:
 
 def test_connections_past_the_cap_get_503_and_are_closed(capped: str) -> None:
     host, port = capped.removeprefix("http://").split(":")
-    held = [socket.create_connection((host, int(port))) for _ in range(3)]
+    held = [http.client.HTTPConnection(host, int(port), timeout=5) for _ in range(3)]
     try:
-        time.sleep(0.2)
+        for conn in held:  # answered once, kept alive: the server holds each connection now
+            conn.request("GET", "/healthz")
+            assert conn.getresponse().read() and conn.sock is not None
         extra = socket.create_connection((host, int(port)))
         extra.settimeout(5)
         received = b""

@@ -141,7 +141,10 @@ def test_a_second_signal_exits_at_once_and_loses_nothing_journaled(
         jobs = _submit(url, 3)
         _wait_for_a_partition_on_the_worker(url)
         server.signal(signal.SIGTERM)
-        time.sleep(0.3)
+        deadline = time.monotonic() + 30
+        while "SIGTERM: draining" not in server.output:  # the first signal was handled
+            assert time.monotonic() < deadline, server.output
+            time.sleep(0.02)
         t0 = time.monotonic()
         server.signal(signal.SIGTERM)
         assert server.wait(10) == 128 + signal.SIGTERM

@@ -49,17 +49,17 @@ def test_finalizer_of_p_completing_while_worker_proves_q_leaves_worker_busy():
 
         sampler = threading.Thread(target=sample)
         sampler.start()
-        wait_until(lambda: len(samples) >= 5)
+        assert wait_until(lambda: len(samples) >= 5), "the sampler took no samples"
         fin_p.release()  # P's finalizer completes while W proves Q
         assert engine.wait(job_p.id, 10).state == "succeeded"
         n_before = len(samples)
-        wait_until(lambda: len(samples) >= n_before + 5)
+        assert wait_until(lambda: len(samples) >= n_before + 5), "no samples after P ended"
         stop.set()
         sampler.join()
 
         # P's finalize really ended while Q's GPU phase was in progress.
         ev = prover.events
-        assert ev.index(("finalize", "end", "P")) < len(ev)
+        assert ev.index(("gpu", "start", "Q")) < ev.index(("finalize", "end", "P"))
         assert ("gpu", "end", "Q") not in ev
         assert samples and all(s == (1.0, "proving", job_q.id, 0) for s in samples), samples[:5]
 

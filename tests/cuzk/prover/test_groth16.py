@@ -7,11 +7,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from py_arkworks_bls12381 import GT
 
 from cuzk.errors import FormatError, ProofError, WitnessError
 from cuzk.formats.wtns import write_wtns
 from cuzk.prover import CpuBackend, ProvingKey, finalize, gpu_phase, synthesize, verify
 from cuzk.prover.groth16 import synthesize_from_witness
+from cuzk.prover.points import g1_from_json, g2_from_json
 from cuzk.prover.session import prove_timed
 
 KINDS = ["winning-post", "snap-update", "window-post", "porep-c2"]
@@ -82,6 +84,26 @@ def test_tampered_proof_is_rejected(bundled):
     bad = json.loads(json.dumps(proof.proof))
     bad["pi_a"], bad["pi_c"] = bad["pi_c"], bad["pi_a"]
     assert not verify(b.key.verification_key, bad, proof.public)
+
+
+def test_proofs_of_one_witness_are_blinded_independently_and_all_verify(bundled):
+    """Zero knowledge: each proof draws its own r and s. Equal proofs mean no blinding; and
+    if r = s, pi_a and pi_b of two proofs move together: e(a1 - a2, delta2) would equal
+    e(delta1, b1 - b2) (both e(delta1, delta2)^(r1 - r2)), which independent draws never give."""
+    b = bundled("winning-post")
+    key = b.key
+    synth = synthesize(key, b.circuit, b.inputs)
+    out = gpu_phase(key, synth, CpuBackend())
+    proofs = [finalize(key, synth, out) for _ in range(3)]
+    assert all(verify(key.verification_key, p.proof, p.public) for p in proofs)
+    assert len({json.dumps(p.proof, sort_keys=True) for p in proofs}) == 3
+    c = key.curve
+    a = [g1_from_json(c, p.proof["pi_a"], "pi_a") for p in proofs]
+    bb = [g2_from_json(c, p.proof["pi_b"], "pi_b") for p in proofs]
+    vk = key.verification_key
+    for i, j in ((0, 1), (1, 2)):
+        assert a[i] != a[j] and bb[i] != bb[j]
+        assert GT.pairing(a[i] - a[j], vk.delta2) != GT.pairing(key.delta1, bb[i] - bb[j])
 
 
 def test_unsatisfied_witness_is_named_before_proving(bundled):
