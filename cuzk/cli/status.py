@@ -16,7 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import select
+import sys
+import termios
 import time
+import tty
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -31,6 +36,7 @@ from rich.text import Text
 from cuzk import __version__
 from cuzk.cli._http import CliError, add_server_argument, make_client, request
 from cuzk.cli._layout import Column, fit
+from cuzk.cli._pager import Pager, read_keys
 from cuzk.protocol import (
     ACTIVE_PHASES,
     TERMINAL_STATES,
@@ -67,7 +73,8 @@ def register(subparsers: Any) -> None:
         help="live view of workers, partitions, jobs and memory",
         description="A live terminal view of a running cuzk server: GPU workers (state, job,"
         " partition, busy %%), partitions by phase, jobs, the memory budget and resident"
-        " proving keys. Ctrl-C quits.",
+        " proving keys. A view taller than the terminal pages: arrows or j/k scroll, PgUp/PgDn or"
+        " space/b page, Home/End or g/G jump; q or Ctrl-C quits.",
     )
     add_server_argument(p)
     p.add_argument("--once", action="store_true", help="print one frame and exit")
@@ -102,29 +109,78 @@ def frame(client: httpx.Client, width: int = 120) -> RenderableType:
 
 
 def live(client: httpx.Client, console: Console, interval: float) -> None:
-    previous: tuple[float, StatusInfo] | None = None
-    with Live(console=console, screen=False, auto_refresh=False, transient=False) as view:
+    """Refresh every ``interval`` seconds on the alternate screen; a frame taller than the
+    terminal pages (``cuzk.cli._pager``) instead of being cut at its last line."""
+    if not console.is_terminal:  # piped: frames one after another, nothing to page
         try:
             while True:
-                try:
-                    snapshot: StatusInfo = request(client, "GET", "/v1/status")
-                    now = time.monotonic()
-                    view.update(
-                        render(snapshot, server=str(client.base_url), previous=previous,
-                               width=console.width),
-                        refresh=True,
-                    )
-                    previous = (now, snapshot)
-                except CliError as e:
-                    # Keep watching: a restarting server comes back into view by itself.
-                    view.update(
-                        Panel(Text(str(e), style="bold red"), title="cuzk status"),
-                        refresh=True,
-                    )
-                    previous = None
+                console.print(_fetch(client, console.width, None)[0])
                 time.sleep(interval)
         except KeyboardInterrupt:
+            return
+    pager = Pager()
+    previous: tuple[float, StatusInfo] | None = None
+    with _Keys() as keys, Live(console=console, screen=True, auto_refresh=False) as view:
+        try:
+            while True:
+                shown, previous = _fetch(client, console.width, previous)
+                next_fetch = time.monotonic() + interval
+                while True:
+                    width, height = console.size
+                    view.update(pager.window(shown, console, width, height), refresh=True)
+                    wait = next_fetch - time.monotonic()
+                    if wait <= 0:
+                        break
+                    for key in keys.read(wait):
+                        if not pager.press(key):
+                            return
+        except KeyboardInterrupt:
             pass
+
+
+def _fetch(
+    client: httpx.Client, width: int, previous: tuple[float, StatusInfo] | None
+) -> tuple[RenderableType, tuple[float, StatusInfo] | None]:
+    """The next frame and the (time, snapshot) the one after compares with."""
+    try:
+        snapshot: StatusInfo = request(client, "GET", "/v1/status")
+    except CliError as e:
+        # Keep watching: a restarting server comes back into view by itself.
+        return Panel(Text(str(e), style="bold red"), title="cuzk status"), None
+    now = time.monotonic()
+    shown = render(snapshot, server=str(client.base_url), previous=previous, now=now,
+                   width=width)
+    return shown, (now, snapshot)
+
+
+class _Keys:
+    """Key presses from the terminal, one at a time as they are typed (cbreak mode: Ctrl-C
+    still interrupts); without a terminal on stdin, only the waiting."""
+
+    def __init__(self) -> None:
+        self._fd: int | None = None
+        self._saved: list[Any] | None = None
+
+    def __enter__(self) -> _Keys:
+        if sys.stdin.isatty():
+            self._fd = sys.stdin.fileno()
+            self._saved = termios.tcgetattr(self._fd)
+            tty.setcbreak(self._fd)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None and self._saved is not None:
+            termios.tcsetattr(self._fd, termios.TCSADRAIN, self._saved)
+
+    def read(self, timeout: float) -> list[str]:
+        """Keys typed within ``timeout`` seconds (returns at the first ones)."""
+        if self._fd is None:
+            time.sleep(timeout)
+            return []
+        ready, _, _ = select.select([self._fd], [], [], timeout)
+        if not ready:
+            return []
+        return read_keys(os.read(self._fd, 1024).decode(errors="replace"))
 
 
 # --------------------------------------------------------------------------- formatting
