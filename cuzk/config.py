@@ -181,14 +181,16 @@ class TelemetryConfig:
     )
     tracing: bool = setting(
         True,
-        "Record OpenTelemetry spans (cuzk.job > cuzk.partition > ...). They are exported over "
-        "OTLP when an endpoint is set here or through the standard OTEL_EXPORTER_OTLP_* "
-        "variables.",
+        "Record OpenTelemetry spans (cuzk.job > cuzk.partition > ...). They leave the process "
+        "when OTEL_TRACES_EXPORTER asks, or over OTLP when an endpoint is set here or through "
+        "the standard OTEL_EXPORTER_OTLP_* variables (docs/telemetry.md lists them all).",
         boolean,
     )
     otlp_endpoint: str | None = setting(
         "",
-        'OTLP endpoint such as "http://localhost:4317"; "" = the standard OTEL_* variables.',
+        'OTLP endpoint such as "http://localhost:4318", used when OTEL_EXPORTER_OTLP_ENDPOINT '
+        "is not set; the protocol is OTEL_EXPORTER_OTLP_PROTOCOL's (default http/protobuf). "
+        '"" = the standard OTEL_* variables only.',
         optional_string,
     )
 

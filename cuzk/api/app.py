@@ -30,6 +30,12 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
+from opentelemetry import trace
+from opentelemetry.baggage.propagation import W3CBaggagePropagator
+from opentelemetry.context import Context
+from opentelemetry.propagators.composite import CompositePropagator
+from opentelemetry.propagators.textmap import TextMapPropagator
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -257,14 +263,21 @@ def parse_wait(request: Request) -> float:
 
 
 def create_app(
-    engine: Engine, config: Config | None = None, metrics: EngineMetrics | None = None
+    engine: Engine,
+    config: Config | None = None,
+    metrics: EngineMetrics | None = None,
+    propagator: TextMapPropagator | None = None,
 ) -> Starlette:
     """Build the ASGI app over a started engine; the caller owns the engine's lifetime.
 
     ``metrics``: the registry ``/metrics`` serves; when ``telemetry.metrics`` is on and none
-    is given, the app subscribes its own to the engine.
+    is given, the app subscribes its own to the engine. ``propagator``: how a submit's trace
+    context is read from its headers (``cuzk serve`` builds it from OTEL_PROPAGATORS); W3C
+    trace context and baggage by default.
     """
     config = config or Config()
+    inbound = propagator or CompositePropagator(
+        [TraceContextTextMapPropagator(), W3CBaggagePropagator()])
     if metrics is None and config.telemetry.metrics:
         metrics = EngineMetrics(engine)
     engine_metrics = metrics
@@ -331,11 +344,10 @@ def create_app(
                 f"{'s' if partitions != 1 else ''} (one object per partition in 'inputs'),"
                 f" got {len(inputs)}",
             )
-        trace_context = None
-        if "traceparent" in request.headers:
-            from opentelemetry.propagate import extract
-
-            trace_context = extract(request.headers)
+        # Whatever the configured propagators read (traceparent, b3, ...); none: a new trace.
+        trace_context: Context | None = inbound.extract(request.headers)
+        if not trace.get_current_span(trace_context).get_span_context().is_valid:
+            trace_context = None
         job = await call(
             engine.submit,
             kind,

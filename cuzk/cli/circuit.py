@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -128,8 +129,22 @@ def _toml_path(path: Path, config_dir: Path) -> str:
         return str(absolute)
 
 
+def _toml_key(key: str) -> str:
+    """A TOML basic-string key: a bare key cannot hold '.', which TOML reads as nesting."""
+    return json.dumps(key, ensure_ascii=False)
+
+
+def _has_kind(text: str, name: str) -> bool:
+    """Whether the config text already declares ``[proof_kinds.NAME]`` (in any TOML spelling)."""
+    try:
+        kinds = tomllib.loads(text).get("proof_kinds", {})
+    except tomllib.TOMLDecodeError:
+        return False  # the load after writing names the problem
+    return isinstance(kinds, dict) and name in kinds
+
+
 def _table(args: argparse.Namespace, config_dir: Path) -> str:
-    lines = [f"[proof_kinds.{args.name}]"]
+    lines = [f"[proof_kinds.{_toml_key(args.name)}]"]
     for key, path in (
         ("r1cs", args.r1cs),
         ("wasm", args.wasm),
@@ -157,7 +172,7 @@ def run_add(args: argparse.Namespace) -> int:
             raise _Usage(f"--sample-input {args.sample_input}: no such file")
         summary = check_files(args.r1cs, args.wasm, args.zkey, args.name)
         before = config.read_text() if config.exists() else None
-        if before is not None and f"[proof_kinds.{args.name}]" in before:
+        if before is not None and _has_kind(before, args.name):
             raise _Usage(
                 f"{config} already has [proof_kinds.{args.name}]: edit or remove that table"
             )

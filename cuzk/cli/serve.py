@@ -11,6 +11,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import uvicorn
@@ -148,6 +149,16 @@ def _auth_banner(config: Config, token: str | None) -> str:
     )
 
 
+def otel_environment(config: Config, environ: Mapping[str, str]) -> dict[str, str]:
+    """The OTEL_* variables tracing is built from: the process's, plus ``telemetry.otlp_endpoint``
+    as OTEL_EXPORTER_OTLP_ENDPOINT when that variable is not set. A copy: the process
+    environment is never changed."""
+    env = dict(environ)
+    if config.telemetry.otlp_endpoint and not env.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = config.telemetry.otlp_endpoint
+    return env
+
+
 def serve(config: Config) -> int:
     """Start the engine (recovering the journal), serve until SIGINT/SIGTERM, drain, exit 0.
 
@@ -158,19 +169,21 @@ def serve(config: Config) -> int:
     from cuzk.engine.journal import JournalError
     from cuzk.prover.real_prover import RealProver
     from cuzk.telemetry.metrics import EngineMetrics
-    from cuzk.telemetry.tracing import build_tracer_provider
+    from cuzk.telemetry.tracing import configure_tracing
 
     logging.getLogger("cuzk").setLevel(logging.INFO)
-    if config.telemetry.otlp_endpoint and not os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
-        # The tracing setup reads the standard variables; the config key is another way in.
-        os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = config.telemetry.otlp_endpoint
+    otel_env = otel_environment(config, os.environ)
 
     token = check_exposure(config)
     banner = _auth_banner(config, token)
     (log.warning if token is None and not is_loopback(config.server.host) else log.info)(banner)
     settings = config.engine_settings()
     # The application owns the OpenTelemetry SDK and the metrics; the engine speaks the API.
-    provider = build_tracer_provider(settings.service_name) if settings.tracing_enabled else None
+    # A value it cannot honour is one warning line (logged), never a traceback.
+    tracing = None
+    if settings.tracing_enabled:
+        tracing = configure_tracing(settings.service_name, otel_env)
+    provider = tracing.provider if tracing is not None else None
     try:
         engine = Engine(settings, RealProver(settings), tracer_provider=provider)
     except JournalError as e:
@@ -191,7 +204,8 @@ def serve(config: Config) -> int:
         )
     try:
         check_configured_keys(engine, config)
-        app = create_app(engine, config, metrics=metrics)
+        app = create_app(engine, config, metrics=metrics,
+                         propagator=tracing.propagator if tracing is not None else None)
         server = _Server(
             uvicorn_config(app, config),
             config,

@@ -1,40 +1,47 @@
 """``cuzk status``: a live terminal view of the engine, like ``nvidia-smi`` / ``htop``.
 
 Everything shown comes from one ``GET /v1/status`` snapshot per frame, in the shape
-``cuzk.protocol.StatusInfo`` defines. Worker busy % in the live view is the change in each
+``cuzk.protocol.StatusInfo`` defines. Worker "busy" in the live view is the change in each
 worker's busy-seconds counter between two frames divided by the time between them (exact, not
-a sample of a 0/1 flag); ``--once`` has one snapshot and shows busy time over the engine's
-uptime instead.
+a sample of a 0/1 flag); one snapshot (``--once``, the first live frame) can only show busy
+time over the engine's uptime, headed "busy/uptime".
 
-Job ids and proof kinds are shown in full at every width: a table that does not fit drops
-its least useful columns, and when even that does not fit each row is stacked into lines.
+The view is data: :data:`SECTIONS` top to bottom, each table's columns a list of
+``cuzk.cli._layout.Column`` whose ``keep`` rank says what leaves first at narrow widths. Job
+ids and proof kinds are never cut: they move to a detail line, and one wider than the
+terminal wraps with a mark. The live view pages like ``htop`` (``cuzk.cli._pager``).
 """
 
 from __future__ import annotations
 
 import argparse
-import io
 import json
+import os
+import select
+import sys
+import termios
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+import tty
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
 from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
-from rich.measure import Measurement
 from rich.panel import Panel
-from rich.table import Table
 from rich.text import Text
 
 from cuzk import __version__
 from cuzk.cli._http import CliError, add_server_argument, make_client, request
+from cuzk.cli._layout import Column, fit
+from cuzk.cli._pager import Pager, read_keys
 from cuzk.protocol import (
     ACTIVE_PHASES,
     TERMINAL_STATES,
     JobInfo,
+    KeyInfo,
     MemoryBudgetInfo,
     StatusInfo,
     WorkerInfo,
@@ -66,7 +73,8 @@ def register(subparsers: Any) -> None:
         help="live view of workers, partitions, jobs and memory",
         description="A live terminal view of a running cuzk server: GPU workers (state, job,"
         " partition, busy %%), partitions by phase, jobs, the memory budget and resident"
-        " proving keys. Ctrl-C quits.",
+        " proving keys. A view taller than the terminal pages: arrows or j/k scroll, PgUp/PgDn or"
+        " space/b page, Home/End or g/G jump; q or Ctrl-C quits.",
     )
     add_server_argument(p)
     p.add_argument("--once", action="store_true", help="print one frame and exit")
@@ -101,29 +109,78 @@ def frame(client: httpx.Client, width: int = 120) -> RenderableType:
 
 
 def live(client: httpx.Client, console: Console, interval: float) -> None:
-    previous: tuple[float, StatusInfo] | None = None
-    with Live(console=console, screen=False, auto_refresh=False, transient=False) as view:
+    """Refresh every ``interval`` seconds on the alternate screen; a frame taller than the
+    terminal pages (``cuzk.cli._pager``) instead of being cut at its last line."""
+    if not console.is_terminal:  # piped: frames one after another, nothing to page
         try:
             while True:
-                try:
-                    snapshot: StatusInfo = request(client, "GET", "/v1/status")
-                    now = time.monotonic()
-                    view.update(
-                        render(snapshot, server=str(client.base_url), previous=previous,
-                               width=console.width),
-                        refresh=True,
-                    )
-                    previous = (now, snapshot)
-                except CliError as e:
-                    # Keep watching: a restarting server comes back into view by itself.
-                    view.update(
-                        Panel(Text(str(e), style="bold red"), title="cuzk status"),
-                        refresh=True,
-                    )
-                    previous = None
+                console.print(_fetch(client, console.width, None)[0])
                 time.sleep(interval)
         except KeyboardInterrupt:
+            return
+    pager = Pager()
+    previous: tuple[float, StatusInfo] | None = None
+    with _Keys() as keys, Live(console=console, screen=True, auto_refresh=False) as view:
+        try:
+            while True:
+                shown, previous = _fetch(client, console.width, previous)
+                next_fetch = time.monotonic() + interval
+                while True:
+                    width, height = console.size
+                    view.update(pager.window(shown, console, width, height), refresh=True)
+                    wait = next_fetch - time.monotonic()
+                    if wait <= 0:
+                        break
+                    for key in keys.read(wait):
+                        if not pager.press(key):
+                            return
+        except KeyboardInterrupt:
             pass
+
+
+def _fetch(
+    client: httpx.Client, width: int, previous: tuple[float, StatusInfo] | None
+) -> tuple[RenderableType, tuple[float, StatusInfo] | None]:
+    """The next frame and the (time, snapshot) the one after compares with."""
+    try:
+        snapshot: StatusInfo = request(client, "GET", "/v1/status")
+    except CliError as e:
+        # Keep watching: a restarting server comes back into view by itself.
+        return Panel(Text(str(e), style="bold red"), title="cuzk status"), None
+    now = time.monotonic()
+    shown = render(snapshot, server=str(client.base_url), previous=previous, now=now,
+                   width=width)
+    return shown, (now, snapshot)
+
+
+class _Keys:
+    """Key presses from the terminal, one at a time as they are typed (cbreak mode: Ctrl-C
+    still interrupts); without a terminal on stdin, only the waiting."""
+
+    def __init__(self) -> None:
+        self._fd: int | None = None
+        self._saved: list[Any] | None = None
+
+    def __enter__(self) -> _Keys:
+        if sys.stdin.isatty():
+            self._fd = sys.stdin.fileno()
+            self._saved = termios.tcgetattr(self._fd)
+            tty.setcbreak(self._fd)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None and self._saved is not None:
+            termios.tcsetattr(self._fd, termios.TCSADRAIN, self._saved)
+
+    def read(self, timeout: float) -> list[str]:
+        """Keys typed within ``timeout`` seconds (returns at the first ones)."""
+        if self._fd is None:
+            time.sleep(timeout)
+            return []
+        ready, _, _ = select.select([self._fd], [], [], timeout)
+        if not ready:
+            return []
+        return read_keys(os.read(self._fd, 1024).decode(errors="replace"))
 
 
 # --------------------------------------------------------------------------- formatting
@@ -160,200 +217,163 @@ def _bar(fraction: float, width: int = 10) -> Text:
     return Text("█" * filled, style=style) + Text("░" * (width - filled), style="dim")
 
 
-# --------------------------------------------------------------------------- fitting tables
+# --------------------------------------------------------------------------- frame and sections
 
 
 @dataclass(frozen=True)
-class Column:
-    header: str
-    right: bool = False
-    drop: int = 0  # 0: never dropped; otherwise dropped in this order (1 first) when narrow
-    lead: bool = False  # stacked rows: on a line of its own (ids and proof kinds)
+class Frame:
+    """What every section renders from: one snapshot (and the one before, in the live view)."""
+
+    snapshot: StatusInfo
+    previous: tuple[float, StatusInfo] | None
+    now: float
+    width: int
+    server: str
 
 
-def fitted(
-    title: str,
-    columns: Sequence[Column],
-    rows: Sequence[dict[str, str | Text]],
-    width: int,
-    caption: str | None = None,
-) -> RenderableType:
-    """A table that fits ``width`` without cutting any cell: drop columns (``Column.drop``
-    order) until it fits; if even the essential ones do not, stack each row into lines."""
-    cols = list(columns)
-    while True:
-        table = _table(title, cols, rows, caption)
-        if _natural_width(table) <= width:
-            return table
-        droppable = [c for c in cols if c.drop]
-        if not droppable:
-            break
-        cols.remove(min(droppable, key=lambda c: c.drop))
-    return _stacked(title, list(columns), rows, width, caption)
+@dataclass(frozen=True)
+class Section:
+    """One part of the view, top to bottom in :data:`SECTIONS` order (add one there)."""
+
+    name: str
+    render: Callable[[Frame], RenderableType]
 
 
-_MEASURE = Console(width=100_000, file=io.StringIO(), color_system=None)
-
-
-def _natural_width(table: Table) -> int:
-    """The width the table needs to show every cell whole (what rich would measure)."""
-    return Measurement.get(_MEASURE, _MEASURE.options, table).maximum
-
-
-def _table(
-    title: str, cols: Sequence[Column], rows: Sequence[dict[str, str | Text]],
-    caption: str | None,
-) -> Table:
-    t = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", padding=(0, 1),
-              pad_edge=False, caption=caption, caption_justify="left")
-    for c in cols:
-        t.add_column(c.header, justify="right" if c.right else "left", no_wrap=True)
-    for r in rows:
-        t.add_row(*[r.get(c.header, "") for c in cols])
-    return t
-
-
-def _stacked(
-    title: str, cols: Sequence[Column], rows: Sequence[dict[str, str | Text]], width: int,
-    caption: str | None,
-) -> RenderableType:
-    """Each row as lines: the first columns (ids, kinds) alone on a line each, the rest as
-    ``header value`` pairs packed into lines no wider than ``width``."""
-    lines: list[Text] = [Text(title, style="italic")]
-    lead = [c for c in cols if c.lead]
-    rest = [c for c in cols if not c.lead]
-    for r in rows:
-        for c in lead:
-            value = r.get(c.header, "")
-            if value not in ("", "-"):
-                lines.append(Text(value) if isinstance(value, str) else value.copy())
-        line = Text("  ")
-        for c in rest:
-            value = r.get(c.header, "")
-            piece = Text(f"{c.header} ", style="dim") + (
-                Text(value) if isinstance(value, str) else value)
-            if line.cell_len > 2 and line.cell_len + 2 + piece.cell_len > width:
-                lines.append(line)
-                line = Text("  ")
-            if line.cell_len > 2:
-                line.append("  ")
-            line.append_text(piece)
-        if line.cell_len > 2:
-            lines.append(line)
-    if not rows:
-        lines.append(Text("(none)", style="dim"))
-    if caption:
-        lines.append(Text(caption, style="dim"))
-    for line in lines:
-        line.no_wrap = True
-    return Group(*lines, Text(""))
-
-
-# --------------------------------------------------------------------------- sections
+@dataclass(frozen=True)
+class WorkerRow:
+    worker: WorkerInfo
+    busy: float | None  # share of time in GPU phases (see ``busy_column``)
+    live: bool  # True: over the last refresh; False: since the engine started
 
 
 def _busy_fraction(
     worker: WorkerInfo, snapshot: StatusInfo, previous: tuple[float, StatusInfo] | None,
     now: float,
-) -> float | None:
+) -> tuple[float | None, bool]:
+    """(busy share, whether it is the current one): between two frames when there are two,
+    else busy time over uptime."""
     busy = worker["busy_seconds"]
     if previous is not None:
         t0, old = previous
         for w in old["workers"]:
             if w["id"] == worker["id"] and now > t0:
-                return min(1.0, max(0.0, (busy - w["busy_seconds"]) / (now - t0)))
+                return min(1.0, max(0.0, (busy - w["busy_seconds"]) / (now - t0))), True
     uptime = snapshot["uptime_s"]
-    return min(1.0, busy / uptime) if uptime > 0 else None
+    return (min(1.0, busy / uptime) if uptime > 0 else None), False
 
 
-def _workers(
-    snapshot: StatusInfo, previous: tuple[float, StatusInfo] | None, now: float, width: int
-) -> RenderableType:
-    columns = [
-        Column("worker", lead=True), Column("job", lead=True),
-        Column("proof kind", lead=True), Column("state"),
-        Column("part", right=True), Column("busy", drop=4), Column("device", drop=3),
-        Column("lease", right=True, drop=2), Column("busy time", right=True, drop=1),
-        Column("proven", right=True, drop=1),
-    ]
-    rows: list[dict[str, str | Text]] = []
-    for w in snapshot["workers"]:
-        frac = _busy_fraction(w, snapshot, previous, now)
-        state = "paused" if w["paused"] and w["state"] == "idle" else w["state"]
-        busy = "-" if frac is None else f"{frac * 100:.0f}%"
-        rows.append({
-            "worker": w["id"],
-            "job": w["job_id"] or "-",
-            "proof kind": w["proof_kind"] or "-",
-            "state": Text(state, style=STATE_STYLE.get(w["state"], "")),
-            "part": "-" if w["partition"] is None else str(w["partition"]),
-            "busy": (_bar(frac, 8) + Text(f" {busy:>4}")) if frac is not None else Text(busy),
-            "device": w["device"],
-            "lease": human_seconds(w["lease_age_seconds"]) if w["state"] == "proving" else "-",
-            "busy time": human_seconds(w["busy_seconds"]),
-            "proven": str(w["partitions_proven"]),
-        })
-    return fitted("GPU workers", columns, rows, width)
+def _busy_cell(r: WorkerRow) -> Text:
+    if r.busy is None:
+        return Text("-")
+    return _bar(r.busy, 8) + Text(f" {r.busy * 100:>3.0f}%")
 
 
-def _phases(snapshot: StatusInfo, width: int) -> RenderableType:
+def _worker_state(w: WorkerInfo) -> Text:
+    state = "paused" if w["paused"] and w["state"] == "idle" else w["state"]
+    return Text(state, style=STATE_STYLE.get(w["state"], ""))
+
+
+# "busy" is the share over the last refresh (live view); a single snapshot can only give busy
+# time over the engine's uptime, which has its own heading: one word, one meaning.
+BUSY_NOW = "busy"
+BUSY_SINCE_START = "busy/uptime"
+
+WORKER_COLUMNS: list[Column[WorkerRow]] = [
+    Column("worker", lambda r: r.worker["id"]),
+    Column("job", lambda r: r.worker["job_id"] or "-", keep=20, name=True),
+    Column("proof kind", lambda r: r.worker["proof_kind"] or "-", keep=10, name=True),
+    Column("state", lambda r: _worker_state(r.worker)),
+    Column("part", lambda r: "-" if r.worker["partition"] is None
+           else str(r.worker["partition"]), right=True),
+    Column(BUSY_NOW, _busy_cell),
+    Column("device", lambda r: r.worker["device"], keep=60),
+    Column("lease", lambda r: human_seconds(r.worker["lease_age_seconds"])
+           if r.worker["state"] == "proving" else "-", keep=50, right=True),
+    Column("busy time", lambda r: human_seconds(r.worker["busy_seconds"]), keep=40, right=True),
+    Column("proven", lambda r: str(r.worker["partitions_proven"]), keep=30, right=True),
+]
+"""GPU worker table; ``keep`` ranks what leaves first at narrow widths (names move to a detail
+line, never away). Worker, state and busy share stay at every width."""
+
+
+def _workers(f: Frame) -> RenderableType:
+    rows = []
+    for w in f.snapshot["workers"]:
+        frac, live = _busy_fraction(w, f.snapshot, f.previous, f.now)
+        rows.append(WorkerRow(w, frac, live))
+    columns = WORKER_COLUMNS
+    if rows and not all(r.live for r in rows):
+        columns = [replace(c, header=BUSY_SINCE_START) if c.header == BUSY_NOW else c
+                   for c in columns]
+    return Group(*fit("GPU workers", columns, rows, f.width))
+
+
+@dataclass(frozen=True)
+class PhaseRow:
+    kind: str | Text
+    counts: dict[str, int]
+    bold: bool = False
+
+
+def _count_cell(p: str) -> Callable[[PhaseRow], Text]:
+    def cell(r: PhaseRow) -> Text:
+        n = sum(r.counts.values()) if p == "total" else r.counts.get(p, 0)
+        return Text(str(n), style="bold") if r.bold else Text(str(n) if n else "·")
+    return cell
+
+
+PHASE_COLUMNS: list[Column[PhaseRow]] = [
+    Column("proof kind", lambda r: r.kind, keep=10, name=True),
+    *(Column(PHASE_HEADERS[p], _count_cell(p), right=True) for p in ACTIVE_PHASES),
+    Column("total", _count_cell("total"), right=True),
+]
+
+
+def _phases(f: Frame) -> RenderableType:
     """Unfinished partitions by proof kind and phase (the cuzk_partitions gauge)."""
-    counts = snapshot["partition_phases"]
-    columns = [Column("proof kind", lead=True)]
-    columns += [Column(PHASE_HEADERS[p], right=True) for p in ACTIVE_PHASES]
-    columns.append(Column("total", right=True))
-    rows: list[dict[str, str | Text]] = []
+    counts = f.snapshot["partition_phases"]
+    rows: list[PhaseRow] = []
     totals = dict.fromkeys(ACTIVE_PHASES, 0)
     for kind in sorted(counts):
-        by_phase = counts[kind]
-        if not any(by_phase.get(p, 0) for p in ACTIVE_PHASES):
+        by_phase = {p: counts[kind].get(p, 0) for p in ACTIVE_PHASES}
+        if not any(by_phase.values()):
             continue
-        row: dict[str, str | Text] = {"proof kind": kind}
-        for p in ACTIVE_PHASES:
-            n = by_phase.get(p, 0)
+        for p, n in by_phase.items():
             totals[p] += n
-            row[PHASE_HEADERS[p]] = str(n) if n else "·"
-        row["total"] = str(sum(by_phase.get(p, 0) for p in ACTIVE_PHASES))
-        rows.append(row)
-    total_row: dict[str, str | Text] = {"proof kind": Text("all", style="bold")}
-    for p in ACTIVE_PHASES:
-        total_row[PHASE_HEADERS[p]] = Text(str(totals[p]), style="bold")
-    total_row["total"] = Text(str(sum(totals.values())), style="bold")
-    rows.append(total_row)
-    return fitted("Partitions by phase", columns, rows, width)
+        rows.append(PhaseRow(kind, by_phase))
+    rows.append(PhaseRow(Text("all", style="bold"), totals, bold=True))
+    return Group(*fit("Partitions by phase", PHASE_COLUMNS, rows, f.width,
+                     details_above=True))
 
 
-def _jobs(snapshot: StatusInfo, width: int) -> RenderableType:
-    jobs: list[JobInfo] = snapshot["jobs"]
+JOB_COLUMNS: list[Column[JobInfo]] = [
+    Column("job", lambda j: j["id"], keep=20, name=True),
+    Column("proof kind", lambda j: j["proof_kind"], keep=10, name=True),
+    Column("state", lambda j: Text(j["state"], style=STATE_STYLE.get(j["state"], ""))),
+    Column("parts", lambda j: "{}/{}".format(
+        sum(1 for p in j["partitions"] if p["phase"] == "done"), len(j["partitions"])),
+        right=True),
+    Column("time", lambda j: human_seconds(j["timings"]["duration_ms"] / 1000.0), keep=40,
+           right=True),
+    Column("priority", lambda j: j["priority"], keep=30),
+]
+
+
+def _jobs(f: Frame) -> RenderableType:
+    jobs: list[JobInfo] = f.snapshot["jobs"]
     active = [j for j in jobs if j["state"] not in TERMINAL_STATES]
     done = [j for j in jobs if j["state"] in TERMINAL_STATES]
     done.sort(key=lambda j: j["timings"]["finished_at"] or 0.0, reverse=True)
     shown = (active + done)[:MAX_JOB_ROWS]  # active first: all of them count
-    columns = [
-        Column("job", lead=True), Column("proof kind", lead=True), Column("state"),
-        Column("parts", right=True),
-        Column("time", right=True, drop=2), Column("priority", drop=1),
-    ]
-    rows: list[dict[str, str | Text]] = []
-    for j in shown:
-        parts = j["partitions"]
-        n_done = sum(1 for p in parts if p["phase"] == "done")
-        rows.append({
-            "job": j["id"],
-            "proof kind": j["proof_kind"],
-            "state": Text(j["state"], style=STATE_STYLE.get(j["state"], "")),
-            "parts": f"{n_done}/{len(parts)}",
-            "time": human_seconds(j["timings"]["duration_ms"] / 1000.0),
-            "priority": j["priority"],
-        })
     hidden = len(jobs) - len(shown)
     caption = f"{hidden} more not shown" if hidden > 0 else None
-    return fitted(f"Jobs ({len(active)} active, {len(done)} finished)", columns, rows, width,
-                  caption)
+    title = f"Jobs ({len(active)} active, {len(done)} finished)"
+    return Group(*fit(title, JOB_COLUMNS, shown, f.width, caption))
 
 
-def _memory(snapshot: StatusInfo, width: int) -> RenderableType:
-    memory = snapshot["memory"]
+def _memory(f: Frame) -> RenderableType:
+    width = f.width
+    memory = f.snapshot["memory"]
     budgets: list[MemoryBudgetInfo] = [memory, *memory["devices"].values()]
     bar_width = max(8, min(40, width - 40))
     lines: list[RenderableType] = []
@@ -377,28 +397,25 @@ def _memory(snapshot: StatusInfo, width: int) -> RenderableType:
                  expand=False)
 
 
-def _keys(snapshot: StatusInfo, width: int) -> RenderableType:
-    columns = [
-        Column("proof kind", lead=True), Column("host", right=True),
-        Column("device", right=True, drop=2),
-        Column("in use", right=True), Column("idle", right=True, drop=1),
-    ]
-    rows: list[dict[str, str | Text]] = []
-    for k in snapshot["keys"]:
-        dev = sum(k["device_bytes"].values())
-        rows.append({
-            "proof kind": k["proof_kind"],
-            "host": human_bytes(k["host_bytes"]),
-            "device": human_bytes(dev) if dev else "-",
-            "in use": str(k["in_use"]),
-            "idle": human_seconds(k["idle_s"]),
-        })
-    if not rows:
+KEY_COLUMNS: list[Column[KeyInfo]] = [
+    Column("proof kind", lambda k: k["proof_kind"], keep=10, name=True),
+    Column("host", lambda k: human_bytes(k["host_bytes"]), right=True),
+    Column("device", lambda k: human_bytes(sum(k["device_bytes"].values()))
+           if sum(k["device_bytes"].values()) else "-", keep=20, right=True),
+    Column("in use", lambda k: str(k["in_use"]), right=True),
+    Column("idle", lambda k: human_seconds(k["idle_s"]), keep=30, right=True),
+]
+
+
+def _keys(f: Frame) -> RenderableType:
+    if not f.snapshot["keys"]:
         return Text("Resident proving keys: none", style="italic")
-    return fitted("Resident proving keys", columns, rows, width)
+    return Group(*fit("Resident proving keys", KEY_COLUMNS, f.snapshot["keys"], f.width,
+                     details_above=True))
 
 
-def _header(snapshot: StatusInfo, server: str, width: int) -> Text:
+def _header(f: Frame) -> Text:
+    snapshot, server = f.snapshot, f.server
     parts = [f"cuzk {snapshot['version'] or __version__}", server,
              f"backend {snapshot['backend']}", f"up {human_seconds(snapshot['uptime_s'])}"]
     text = Text(" · ".join(p for p in parts if p), style="bold")
@@ -423,6 +440,17 @@ def _counters_line(snapshot: StatusInfo) -> str:
     return "jobs: " + " · ".join(parts)
 
 
+SECTIONS: list[Section] = [
+    Section("header", _header),
+    Section("workers", _workers),
+    Section("phases", _phases),
+    Section("memory", _memory),
+    Section("keys", _keys),
+    Section("jobs", _jobs),
+]
+"""The view, top to bottom: a new section is one entry here."""
+
+
 def render(
     snapshot: StatusInfo,
     *,
@@ -431,17 +459,7 @@ def render(
     now: float | None = None,
     width: int = 120,
 ) -> RenderableType:
-    """The whole frame for one snapshot; ``previous`` (time, snapshot) gives exact busy %.
-
-    ``width`` is the terminal's: tables drop or stack columns to fit it and never cut a job
-    id or a proof kind short.
-    """
-    now = time.monotonic() if now is None else now
-    return Group(
-        _header(snapshot, server, width),
-        _workers(snapshot, previous, now, width),
-        _phases(snapshot, width),
-        _memory(snapshot, width),
-        _keys(snapshot, width),
-        _jobs(snapshot, width),
-    )
+    """The whole frame for one snapshot; ``previous`` (time, snapshot) gives the current busy
+    share. Every section fits ``width`` and never cuts a job id or a proof kind short."""
+    f = Frame(snapshot, previous, time.monotonic() if now is None else now, width, server)
+    return Group(*[section.render(f) for section in SECTIONS])

@@ -468,8 +468,9 @@ class Engine:
             attrs["cuzk.job.recovered"] = True
             attrs["cuzk.job.recovered_partitions"] = len(proven or {})
         job.span = self.spans.start("cuzk.job", parent, attrs, links=links)
-        job.trace_id = job.span.trace_id
         job.trace_sampled = job.span.sampled
+        # An unsampled trace is never recorded anywhere: naming its id would point at nothing.
+        job.trace_id = job.span.trace_id if job.trace_sampled else None
         for i, item in enumerate(inputs):
             p = Partition(job, i, item, self.spans, self._phase_closed)
             job.partitions.append(p)
@@ -543,7 +544,7 @@ class Engine:
                   job_id=rec.id, submitted_at=rec.submitted_at)
         job.inputs_digest = rec.inputs_digest
         original = span_context_of(rec.span_context)
-        if original is not None:
+        if original is not None and original.trace_flags.sampled:
             job.trace_id = format(original.trace_id, "032x")
         # A row whose inputs are damaged still has its partitions (served from their proofs).
         items = rec.inputs or [{} for _ in range(max(rec.proofs, default=-1) + 1)]

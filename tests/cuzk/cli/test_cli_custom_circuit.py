@@ -253,3 +253,19 @@ def test_a_bn128_circuit_is_refused_saying_how_to_compile(tmp_path: Path, capsys
     err = _err_line(capsys)
     assert "compiled for bn128" in err and "--prime bls12381" in err
     assert not keys.exists()
+
+
+def test_circuit_add_a_dotted_name_round_trips(tmp_path: Path, capsys):
+    """The name rule allows '.', so the table header must quote the key (a bare dotted key is
+    a nested table in TOML and the config load refused it)."""
+    config = tmp_path / "cuzk.toml"
+    args = ["circuit", "add", "short.dotted", "--r1cs", str(R1CS), "--wasm", str(WASM),
+            "--zkey", str(ZKEY), "--config", str(config)]  # fmt: skip
+    assert main(args) == 0, capsys.readouterr().err
+    assert '[proof_kinds."short.dotted"]' in config.read_text()
+    kind = load_config(config).proof_kinds["short.dotted"]
+    assert (kind.r1cs, kind.wasm, kind.zkey) == (R1CS, WASM, ZKEY)
+    before = config.read_text()
+    assert main(args) == 2
+    assert "already has [proof_kinds.short.dotted]" in _err_line(capsys)
+    assert config.read_text() == before
