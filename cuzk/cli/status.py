@@ -57,6 +57,7 @@ STATE_STYLE = {
     "succeeded": "green",
     "failed": "bold red",
     "cancelled": "magenta",
+    "deadline_exceeded": "bold red",
 }
 
 
@@ -333,6 +334,7 @@ def _jobs(snapshot: StatusInfo, width: int) -> RenderableType:
         Column("job", lead=True), Column("proof kind", lead=True), Column("state"),
         Column("parts", right=True),
         Column("time", right=True, drop=2), Column("priority", drop=1),
+        Column("slack", right=True),
     ]
     rows = []
     for j in shown:
@@ -345,11 +347,27 @@ def _jobs(snapshot: StatusInfo, width: int) -> RenderableType:
             "parts": f"{n_done}/{len(parts)}",
             "time": human_seconds(j["timings"]["duration_ms"] / 1000.0),
             "priority": j["priority"],
+            "slack": slack_cell(j),
         })
     hidden = len(jobs) - len(shown)
     caption = f"{hidden} more not shown" if hidden > 0 else None
     return fitted(f"Jobs ({len(active)} active, {len(done)} finished)", columns, rows, width,
                   caption)
+
+
+def slack_cell(job: JobInfo) -> Text:
+    """A job's slack against its deadline; ``AT RISK`` when predicted late (or admitted so),
+    ``MISSED`` once it missed; "-" without a deadline, "?" while not predicted."""
+    d = job.get("deadline")
+    if not d:
+        return Text("-", style="dim")
+    if d["missed"]:
+        return Text("MISSED", style="bold red")
+    slack = d["slack_s"]
+    text = "?" if slack is None else ("-" if slack < 0 else "") + human_seconds(abs(slack))
+    if d["at_risk"]:
+        return Text(f"{text} AT RISK", style="bold red")
+    return Text(text, style="" if slack is not None else "dim")
 
 
 def _memory(snapshot: StatusInfo, width: int) -> RenderableType:

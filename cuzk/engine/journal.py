@@ -34,7 +34,8 @@ from cuzk.protocol import TERMINAL_STATES
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2 added ``jobs.deadline``; a version-1 journal is migrated in place when opened."""
 APPLICATION_ID = 0x637A6B4A  # "czkJ": marks the file as a cuzk journal
 TERMINAL = TERMINAL_STATES
 ACCEPTED = "accepted"
@@ -57,7 +58,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     submitted_at  REAL NOT NULL,
     state         TEXT NOT NULL,
     error         TEXT,
-    finished_at   REAL
+    finished_at   REAL,
+    deadline      REAL
 );
 CREATE INDEX IF NOT EXISTS jobs_by_request ON jobs (request_id, attempt);
 CREATE INDEX IF NOT EXISTS jobs_by_finish ON jobs (finished_at);
@@ -70,6 +72,15 @@ CREATE TABLE IF NOT EXISTS partitions (
     PRIMARY KEY (job_id, idx)
 );
 """
+
+
+def _migrations(db: sqlite3.Connection) -> str:
+    """SQL bringing an older journal's tables to this schema (run in the opening transaction,
+    so a journal is migrated whole or not at all)."""
+    cols = {r[1] for r in db.execute("PRAGMA table_info(jobs)")}
+    if cols and "deadline" not in cols:  # version 1
+        return "ALTER TABLE jobs ADD COLUMN deadline REAL; "
+    return ""
 
 
 class JournalError(Unavailable):
@@ -109,6 +120,7 @@ class JobRecord:
     error: str | None = None
     finished_at: float | None = None
     proofs: dict[int, tuple[dict, list[str]]] = field(default_factory=dict)
+    deadline: float | None = None  # wall clock
 
     @property
     def finished(self) -> bool:
@@ -203,7 +215,8 @@ class Journal:
             db.execute("PRAGMA journal_size_limit=67108864")
             # One write transaction: takes the exclusive lock and proves the file is writable.
             db.executescript(
-                f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA application_id={APPLICATION_ID};"
+                f"BEGIN IMMEDIATE; {_migrations(db)}{_SCHEMA}"
+                f" PRAGMA application_id={APPLICATION_ID};"
                 f" INSERT OR REPLACE INTO meta (key, value) VALUES"
                 f" ('schema_version', '{SCHEMA_VERSION}'), ('opened_at', '{self._clock()!r}');"
                 " COMMIT;")
@@ -235,10 +248,10 @@ class Journal:
                 "journal")
         if "meta" in tables:
             row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            if row is not None and int(row[0]) != SCHEMA_VERSION:
+            if row is not None and int(row[0]) > SCHEMA_VERSION:
                 raise JournalError(
                     f"journal {self.path}: schema version {row[0]} is not the one this cuzk "
-                    f"reads ({SCHEMA_VERSION}); use the cuzk that wrote it, or another "
+                    f"reads (up to {SCHEMA_VERSION}); use the cuzk that wrote it, or another "
                     "journal.path")
 
     def close(self) -> None:
@@ -285,12 +298,12 @@ class Journal:
         def write(db: sqlite3.Connection) -> None:
             db.execute(
                 "INSERT INTO jobs (id, request_id, proof_kind, priority, inputs, inputs_digest,"
-                " traceparent, span_context, attempt, seq, submitted_at, state)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " traceparent, span_context, attempt, seq, submitted_at, state, deadline)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (rec.id, rec.request_id, rec.proof_kind, rec.priority,
                  json.dumps(rec.inputs, separators=(",", ":")), rec.inputs_digest,
                  rec.traceparent, rec.span_context, rec.attempt, rec.seq, rec.submitted_at,
-                 ACCEPTED))
+                 ACCEPTED, rec.deadline))
 
         self._write(write)
 
@@ -329,13 +342,34 @@ class Journal:
         return dropped[0] if dropped else 0
 
     def _prune(self, db: sqlite3.Connection, now: float) -> int:
-        done = "state IN ('succeeded', 'failed', 'cancelled')"
+        done = "state IN (" + ", ".join(f"'{t}'" for t in sorted(TERMINAL)) + ")"
         n = db.execute(f"DELETE FROM jobs WHERE {done} AND finished_at < ?",
                        (now - self.retention_s,)).rowcount
         n += db.execute(
             f"DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE {done}"
             " ORDER BY finished_at DESC LIMIT -1 OFFSET ?)", (self.retention_jobs,)).rowcount
         return n
+
+    def save_figures(self, name: str, figures: Mapping[str, Any]) -> None:
+        """Keep a small JSON document (the phase-duration estimates) for the next start."""
+        text = json.dumps(figures, sort_keys=True, separators=(",", ":"))
+        self._write(lambda db: db.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (f"figures.{name}", text)))
+
+    def figures(self, name: str) -> dict[str, Any]:
+        """What ``save_figures`` kept ({} when nothing, or when it is unreadable)."""
+        with self._lock:
+            if self._db is None:
+                return {}
+            row = self._db.execute("SELECT value FROM meta WHERE key = ?",
+                                   (f"figures.{name}",)).fetchone()
+        if row is None:
+            return {}
+        try:
+            value = json.loads(row[0])
+        except ValueError:
+            return {}
+        return value if isinstance(value, dict) else {}
 
     def probe(self) -> JournalError | None:
         """Write (and drop) a job's worth of bytes; the error if that fails now (readiness)."""
@@ -362,9 +396,10 @@ class Journal:
                 rows = db.execute(
                     "SELECT id, request_id, proof_kind, priority, inputs, inputs_digest,"
                     " traceparent, span_context, attempt, seq, submitted_at, state, error,"
-                    " finished_at"
+                    " finished_at, deadline"
                     f" FROM jobs {sql}", args).fetchall()
-                out = [JobRecord(r[0], r[1], r[2], r[3], json.loads(r[4]), *r[5:]) for r in rows]
+                out = [JobRecord(r[0], r[1], r[2], r[3], json.loads(r[4]), *r[5:14],
+                                 deadline=r[14]) for r in rows]
                 for rec in out:
                     for idx, proof, public in db.execute(
                             "SELECT idx, proof, public FROM partitions WHERE job_id = ?",

@@ -31,18 +31,19 @@ from cuzk.engine.keys import PARTITION_CONSUMER, KeyResidency
 from cuzk.engine.leases import GpuWorker
 from cuzk.engine.memory import MemoryBudget, ReservationAborted
 from cuzk.engine.queues import WorkQueue
+from cuzk.engine.scheduling import DEADLINE, Order, OrderKey, order_key
 from cuzk.engine.settings import EngineSettings
 from cuzk.engine.spans import SpanBook
-from cuzk.protocol import PRIORITY_RANK
 
 log = logging.getLogger(__name__)
 
 GPU_CONSUMER = "gpu_phase"
 
 
-def queue_key(p: Partition) -> tuple[int, int, int]:
-    """Priority class first, then job arrival, then partition index (FIFO within a class)."""
-    return (PRIORITY_RANK[p.job.priority], p.job.seq, p.index)
+def queue_key(p: Partition, order: Order = DEADLINE) -> OrderKey:
+    """The scheduler's key for a partition (cuzk.engine.scheduling): priority class, then the
+    earliest deadline, then arrival, then partition index."""
+    return order_key(p.job.priority, p.job.deadline, p.job.seq, p.index, order)
 
 
 class _Stage:
@@ -179,7 +180,13 @@ class Pipeline:
             with self._stage_lock:
                 self._stage[id(p)] = st
         for p in todo:
-            self.pending.put(p, queue_key(p))
+            self.pending.put(p, self.key(p))
+
+    def key(self, p: Partition) -> OrderKey:
+        return queue_key(p, self.settings.scheduler)
+
+    def key_of(self, job: Job, index: int) -> OrderKey:
+        return order_key(job.priority, job.deadline, job.seq, index, self.settings.scheduler)
 
     def _st(self, p: Partition) -> _Stage:
         with self._stage_lock:
@@ -219,7 +226,7 @@ class Pipeline:
             with p.open_phase("waiting_memory", nested=True):
                 p.key, p.reservation = self.keys.admit(
                     job.proof_kind, job.priority, abort=lambda: job.terminal or self.draining,
-                    tag=p)
+                    tag=p, order=self.key(p))
             mem_span.set_attribute("cuzk.memory.bytes", p.reservation.held)
             if self.bus.active:
                 self.bus.publish(MemoryWaited(
@@ -247,7 +254,7 @@ class Pipeline:
             return self._abandon(p)
         st.queued_scope = p.open_phase("queued_gpu")
         scope.close()
-        self.gpu_queue.put(p, queue_key(p))
+        self.gpu_queue.put(p, self.key(p))
 
     # ---- GPU workers -------------------------------------------------------------------------
 
@@ -278,7 +285,8 @@ class Pipeline:
         if budget is not None and est.device_bytes:
             try:
                 st.device_reservation = budget.reserve(
-                    est.device_bytes, GPU_CONSUMER, job.priority, abort=lambda: job.terminal)
+                    est.device_bytes, GPU_CONSUMER, job.priority, abort=lambda: job.terminal,
+                    order=self.key(p))
                 if self.bus.active:
                     self.bus.publish(MemoryWaited(
                         budget.name, GPU_CONSUMER, st.device_reservation.waited_s))
@@ -303,7 +311,7 @@ class Pipeline:
                     st.fin_scope = p.open_phase("finalizing")
                     if not self.settings.split_proving:
                         st.fin_done = threading.Event()
-                    self.fin_queue.put(p, queue_key(p))
+                    self.fin_queue.put(p, self.key(p))
                     handed_off = True
                     if st.fin_done is not None:
                         st.fin_done.wait()  # the non-split comparison: hold the lease
@@ -396,6 +404,11 @@ class Pipeline:
         if job.terminal and all(q.outcome is not None for q in job.partitions):
             self._on_job_settled(job)
 
+    def note_missed(self, job: Job) -> None:
+        """Count a missed deadline once per job."""
+        if job.mark_missed():
+            self.counters.inc("deadlines_missed", job.proof_kind)
+
     def finish_job(
         self, job: Job, outcome: str, error: str | None = None, exc: BaseException | None = None
     ) -> bool:
@@ -403,6 +416,8 @@ class Pipeline:
         if not job.conclude(outcome, error):
             return False
         self.counters.inc("jobs_completed", (job.proof_kind, outcome))
+        if job.deadline is not None and (job.finished_at or 0.0) > job.deadline:
+            self.note_missed(job)  # finished late (or cut at the deadline)
         if job.span is not None:
             job.span.set_attribute("cuzk.job.status", outcome)
         job.error_exc = exc
@@ -415,10 +430,13 @@ class Pipeline:
                 self._abandon(q)
         for budget in (self.host, *self.device_budgets.values()):
             budget.wake()  # its partitions waiting for memory withdraw now
+        if job.span is not None and job.deadline is not None:
+            job.span.set_attribute("cuzk.job.deadline_missed", job.deadline_missed)
         if self.bus.active:  # before waiters wake: they may read what subscribers recorded
             self.bus.publish(JobSettled(
                 job.id, job.proof_kind, job.priority, job.request_id, job.attempt, outcome,
-                error, job.duration_s(), job.trace_id, job.trace_sampled))
+                error, job.duration_s(), job.trace_id, job.trace_sampled, job.deadline,
+                job.finished_at, job.deadline_missed))
         job._done.set()
         if all(q.outcome is not None for q in job.partitions):
             self._on_job_settled(job)
