@@ -191,6 +191,8 @@ def optional_duration(value: object, ctx: ParseContext | None = None) -> float |
 def phase_seconds(value: object, ctx: ParseContext | None = None) -> tuple[tuple[str, float], ...]:
     """A table of phase -> seconds (``{synthesizing = 0.8, proving = 2.5, finalizing = 0.4}``;
     from the environment ``"synthesizing=0.8,proving=2.5"``), or ``""`` for none."""
+    from cuzk.protocol import PREDICTED_PHASES
+
     what = "a table of phase = seconds"
     if isinstance(value, str):
         if not value.strip():
@@ -206,8 +208,8 @@ def phase_seconds(value: object, ctx: ParseContext | None = None) -> tuple[tuple
         raise ValueError(f"must be {what}, {_got(value)}")
     out = []
     for name, seconds in value.items():
-        if name not in ("synthesizing", "proving", "finalizing"):
-            raise ValueError(f"phase {name!r} is not one of synthesizing, proving, finalizing")
+        if name not in PREDICTED_PHASES:
+            raise ValueError(f"phase {name!r} is not one of {', '.join(PREDICTED_PHASES)}")
         if isinstance(seconds, str):
             seconds = seconds.strip()
             try:

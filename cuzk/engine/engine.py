@@ -496,7 +496,7 @@ class Engine:
             return
         self.pipeline.note_missed(job)
         if job.span is not None:
-            job.span.add_event("cuzk.deadline.passed")
+            job.span.set_attribute("cuzk.job.deadline_passed_at", _rfc3339(time.time()))
         if job.on_miss == "cancel" and self.settings.scheduler != ARRIVAL:
             left = sum(1 for p in job.partitions if p.outcome is None)
             self.pipeline.finish_job(

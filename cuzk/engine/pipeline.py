@@ -420,6 +420,8 @@ class Pipeline:
             self.note_missed(job)  # finished late (or cut at the deadline)
         if job.span is not None:
             job.span.set_attribute("cuzk.job.status", outcome)
+            if job.deadline is not None:
+                job.span.set_attribute("cuzk.job.deadline_missed", job.deadline_missed)
         job.error_exc = exc
 
         def mine(q: Partition) -> bool:
@@ -430,8 +432,6 @@ class Pipeline:
                 self._abandon(q)
         for budget in (self.host, *self.device_budgets.values()):
             budget.wake()  # its partitions waiting for memory withdraw now
-        if job.span is not None and job.deadline is not None:
-            job.span.set_attribute("cuzk.job.deadline_missed", job.deadline_missed)
         if self.bus.active:  # before waiters wake: they may read what subscribers recorded
             self.bus.publish(JobSettled(
                 job.id, job.proof_kind, job.priority, job.request_id, job.attempt, outcome,

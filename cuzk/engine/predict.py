@@ -21,7 +21,9 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-PREDICTED_PHASES: tuple[str, ...] = ("synthesizing", "proving", "finalizing")
+from cuzk.protocol import PREDICTED_PHASES
+
+__all__ = ["PREDICTED_PHASES", "Item", "PhaseEstimates", "predict", "seed_from"]
 ALPHA = 0.2
 """Weight of the newest measurement: about the last ten partitions of a kind count."""
 
