@@ -3,6 +3,8 @@ monotonic counters."""
 
 from __future__ import annotations
 
+import time
+
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from cuzk.testing import ScriptedKind, ScriptedProver, make_test_engine, metrics_of, wait_until
@@ -30,6 +32,10 @@ CONTRACT = {
     "cuzk_build_info": ("gauge", {"version", "backend"}),
     "cuzk_jobs_recovered": ("counter", {"proof_kind", "outcome"}),
     "cuzk_journal_write_seconds": ("histogram", set()),
+    "cuzk_job_deadline_missed": ("counter", {"proof_kind"}),
+    "cuzk_job_deadline_margin_seconds": ("histogram", {"proof_kind"}),
+    "cuzk_jobs_rejected": ("counter", {"proof_kind", "reason"}),
+    "cuzk_backlog_gpu_seconds": ("gauge", {"priority"}),
 }
 HIST_EXTRA = {"le"}
 KINDS = {"winning-post": (1, "critical"), "snap-update": (4, "normal")}
@@ -55,7 +61,7 @@ def test_exposition_matches_contract_with_exemplars_and_no_job_ids():
     engine, _, _ = make_test_engine(KINDS)
     with engine:
         jobs = [
-            engine.submit("winning-post", [{"tag": "w"}]),
+            engine.submit("winning-post", [{"tag": "w"}], deadline=time.time() + 60),
             engine.submit("snap-update", [{"tag": str(i)} for i in range(4)]),
         ]
         for j in jobs:
