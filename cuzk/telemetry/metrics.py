@@ -166,6 +166,9 @@ def _deadline_families(s: EngineSnapshot | None) -> Iterator[Metric]:
         "cuzk_queue_min_slack_seconds",
         "Least slack (deadline minus predicted finish) among unfinished jobs with a deadline; "
         "absent when there is none", labels=["priority"])
+    nearest = GaugeMetricFamily(
+        "cuzk_queue_next_deadline_seconds",
+        "Seconds until the nearest deadline among unfinished jobs; absent when there is none")
     backlog = GaugeMetricFamily(
         "cuzk_backlog_gpu_seconds",
         "Predicted GPU-seconds of queued and running work (kinds with a known duration)",
@@ -179,9 +182,12 @@ def _deadline_families(s: EngineSnapshot | None) -> Iterator[Metric]:
             slack.add_metric([prio], v)
         for prio, v in sorted(s.backlog_gpu_seconds.items()):
             backlog.add_metric([prio], v)
-    yield from (missed, rejected, backlog)
-    if s is None or slack.samples:
-        yield slack
+        due = [j.deadline for j in s.jobs if j.finished_at is None and j.deadline is not None]
+        if due:
+            nearest.add_metric([], min(due) - s.time)
+    # Declared always; without a deadline queued they carry no sample, so the series is
+    # absent (an alert on them cannot fire on an empty queue), not zero.
+    yield from (missed, rejected, backlog, slack, nearest)
 
 
 class EngineMetrics:

@@ -38,6 +38,8 @@ CONTRACT = {
     "cuzk_backlog_gpu_seconds": ("gauge", {"priority"}),
 }
 HIST_EXTRA = {"le"}
+# Declared but without samples unless a job with a deadline is unfinished (absent, not zero).
+ABSENT_WHEN_IDLE = {"cuzk_queue_min_slack_seconds", "cuzk_queue_next_deadline_seconds"}
 KINDS = {"winning-post": (1, "critical"), "snap-update": (4, "normal")}
 
 
@@ -83,8 +85,9 @@ def test_exposition_matches_contract_with_exemplars_and_no_job_ids():
             names = set(s.labels) - (HIST_EXTRA if mtype == "histogram" else set())
             assert names == labels, (name, s.labels)
             assert not (set(s.labels.values()) & job_ids)
-    extra = {n for n in fams if n.startswith("cuzk_")} - set(CONTRACT)
+    extra = {n for n in fams if n.startswith("cuzk_")} - set(CONTRACT) - ABSENT_WHEN_IDLE
     assert extra == set(), extra  # NVML metrics absent without NVML
+    assert all(not fams[n].samples for n in ABSENT_WHEN_IDLE if n in fams)
 
     kinds = {s.labels["proof_kind"] for s in fams["cuzk_jobs_submitted"].samples}
     assert kinds == {"winning-post", "snap-update"}  # full names, never shortened
