@@ -146,6 +146,7 @@ class Engine:
         for kind in s.proof_kinds:
             self.counters.ensure("jobs_submitted", kind)
             self.counters.ensure("deadlines_missed", kind)
+            self.counters.ensure("synthesis_preempted", kind)
             for outcome in JOB_OUTCOMES:
                 self.counters.ensure("jobs_completed", (kind, outcome))
             for reason in REJECT_REASONS:
@@ -471,6 +472,10 @@ class Engine:
         finish, backlog = predict(now, items, self.estimates, max(1, len(self.pipeline.workers)),
                                   s.synthesis_threads)
         return finish, backlog
+
+    def predicted_finish(self, job_id: str) -> float | None:
+        """The job's predicted finish (wall clock) now; None when finished or not predicted."""
+        return self._predict()[0].get(job_id)
 
     def _admit(self, job: Job, policy: str) -> None:
         """Admission: could the job make its deadline even at the front of its class?"""
@@ -865,6 +870,7 @@ class Engine:
             spans_open=len(self.spans.open_spans()),
             deadlines_missed=_frozen(self.counters.get("deadlines_missed")),
             jobs_rejected=_frozen(self.counters.get("jobs_rejected")),
+            synthesis_preempted=_frozen(self.counters.get("synthesis_preempted")),
             backlog_gpu_seconds=MappingProxyType(
                 {p: backlog.get(p, 0.0) for p in PRIORITIES}),
         )

@@ -31,7 +31,7 @@ from cuzk.engine.keys import PARTITION_CONSUMER, KeyResidency
 from cuzk.engine.leases import GpuWorker
 from cuzk.engine.memory import MemoryBudget, ReservationAborted
 from cuzk.engine.queues import WorkQueue
-from cuzk.engine.scheduling import DEADLINE, Order, OrderKey, order_key
+from cuzk.engine.scheduling import ARRIVAL, DEADLINE, Order, OrderKey, order_key
 from cuzk.engine.settings import EngineSettings
 from cuzk.engine.spans import SpanBook
 
@@ -181,6 +181,71 @@ class Pipeline:
                 self._stage[id(p)] = st
         for p in todo:
             self.pending.put(p, self.key(p))
+        if todo and self._preempting:
+            self.host.wake()  # a thread waiting for memory for lower-class work gives way
+
+    @property
+    def _preempting(self) -> bool:
+        s = self.settings
+        return s.preempt_synthesis and s.scheduler != ARRIVAL
+
+    def _outranked(self, p: Partition) -> bool:
+        """Under the budget lock: a partition of a higher class waits for a synthesis thread
+        while this one's thread waits for memory (it holds nothing yet: it gives way)."""
+        if not self._preempting:
+            return False
+        head = self.pending.head_key()
+        return head is not None and head[0] < self.key(p)[0]
+
+    def _make_room(self, p: Partition) -> None:
+        """Preempt synthesis for ``p``: when its working memory does not fit now, withdraw
+        synthesized partitions of a lower class still queued for a GPU (latest in the order
+        first), drop their a/b/c and queue them for synthesis again, until it would fit.
+        Their synthesis is redone later (the price; ``cuzk bench deadlines`` measures it)."""
+        if not self._preempting:
+            return
+        rank = self.key(p)[0]
+        if not any(self.key(q)[0] > rank for q in self.gpu_queue.items()):
+            return
+        try:
+            n = self.keys.need(p.job.proof_kind)
+        except Exception:  # no figures yet: nothing to size the room by
+            return
+        # An evicted key has to come back too.
+        need = n.working + (0 if self.keys.is_resident(p.job.proof_kind) else n.key_host)
+        short = self.host.reserved + need - self.host.total
+        if short <= 0:
+            return
+        victims = sorted((q for q in self.gpu_queue.items() if self.key(q)[0] > rank),
+                         key=self.key, reverse=True)
+        chosen: set[int] = set()
+        for q in victims:
+            if short <= 0:
+                break
+            held = q.reservation.held if q.reservation is not None else 0
+            if held:
+                chosen.add(id(q))
+                short -= held
+        for q in self.gpu_queue.remove_where(lambda q: id(q) in chosen):
+            st = self._st(q)
+            queued = st.queued_scope
+            self.prover.release_abc(q.synthesis)
+            self._release(q)
+            if queued is not None:
+                self._requeue(q, queued)
+
+    def _requeue(self, p: Partition, current: PhaseScope) -> None:
+        """A memory-waiting partition gave its synthesis thread to higher-class work: back to
+        the synthesis queue in its place (it held no memory and no key), counted."""
+        self._release(p)
+        st = self._st(p)
+        st.queued_scope = None
+        st.synth_scope = p.open_phase("queued_synthesis")
+        current.close()
+        self.counters.inc("synthesis_preempted", p.job.proof_kind)
+        if p.span is not None:
+            p.span.set_attribute("cuzk.partition.preempted", True)
+        self.pending.put(p, self.key(p))
 
     def key(self, p: Partition) -> OrderKey:
         return queue_key(p, self.settings.scheduler)
@@ -219,13 +284,15 @@ class Pipeline:
         # From here a synthesis thread holds the partition: key, reservation, witness, a/b/c.
         scope = p.open_phase("synthesizing")
         st.synth_scope.close()  # type: ignore[union-attr]
+        self._make_room(p)
         mem_span = self.spans.start("cuzk.memory.wait", p.span, self._attrs(p))
         try:
             # One grant: the key (pinned) and the working memory together, or nothing held
             # while waiting (cuzk.engine.keys explains why).
             with p.open_phase("waiting_memory", nested=True):
                 p.key, p.reservation = self.keys.admit(
-                    job.proof_kind, job.priority, abort=lambda: job.terminal or self.draining,
+                    job.proof_kind, job.priority,
+                    abort=lambda: job.terminal or self.draining or self._outranked(p),
                     tag=p, order=self.key(p))
             mem_span.set_attribute("cuzk.memory.bytes", p.reservation.held)
             if self.bus.active:
@@ -233,7 +300,11 @@ class Pipeline:
                     self.host.name, PARTITION_CONSUMER, p.reservation.waited_s))
         except ReservationAborted:
             self.spans.end(mem_span)
-            return self._abandon(p) if job.terminal else self._park(p, scope)
+            if job.terminal:
+                return self._abandon(p)
+            if self.draining:
+                return self._park(p, scope)
+            return self._requeue(p, scope)
         except Exception as exc:
             self.spans.end(mem_span, exc)
             return self._fail(p, exc)

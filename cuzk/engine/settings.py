@@ -102,7 +102,9 @@ class EngineSettings:
     follows the same rule; ``cuzk serve`` takes both from [journal]); journal_path (the SQLite
     job journal; None: jobs live in memory only and are lost on exit); record_intervals (keep
     busy/queue intervals for the benchmark's utilisation figure); scheduler ("deadline", or
-    "arrival": the order before deadlines, which ignores them entirely, for the benchmark).
+    "arrival": the order before deadlines, which ignores them entirely, for the benchmark);
+    preempt_synthesis (a synthesis thread waiting for memory for a partition gives way to a
+    partition of a higher class queued for a thread; off only to measure what that buys).
     """
 
     backend: str = setting(
@@ -176,6 +178,7 @@ class EngineSettings:
     journal_path: Path | None = None
     record_intervals: bool = False
     scheduler: Order = "deadline"
+    preempt_synthesis: bool = True
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:

@@ -229,6 +229,8 @@ class EngineSnapshot:
     jobs_recovered: Mapping[tuple[str, str], int] = field(default_factory=dict)
     deadlines_missed: Mapping[str, int] = field(default_factory=dict)  # proof_kind -> n
     jobs_rejected: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (kind, reason)
+    # Partitions that gave their synthesis thread or memory to a higher class (proof_kind).
+    synthesis_preempted: Mapping[str, int] = field(default_factory=dict)
     # Predicted GPU-seconds of queued and running work, by priority (every priority listed).
     backlog_gpu_seconds: Mapping[str, float] = field(default_factory=dict)
 

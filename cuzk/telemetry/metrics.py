@@ -166,6 +166,11 @@ def _deadline_families(s: EngineSnapshot | None) -> Iterator[Metric]:
         "cuzk_queue_min_slack_seconds",
         "Least slack (deadline minus predicted finish) among unfinished jobs with a deadline; "
         "absent when there is none", labels=["priority"])
+    preempted = CounterMetricFamily(
+        "cuzk_synthesis_preempted",
+        "Partitions of a lower class sent back to the synthesis queue so a higher class got a "
+        "synthesis thread or memory (synthesized ones are synthesized again)",
+        labels=["proof_kind"])
     nearest = GaugeMetricFamily(
         "cuzk_queue_next_deadline_seconds",
         "Seconds until the nearest deadline among unfinished jobs; absent when there is none")
@@ -182,12 +187,14 @@ def _deadline_families(s: EngineSnapshot | None) -> Iterator[Metric]:
             slack.add_metric([prio], v)
         for prio, v in sorted(s.backlog_gpu_seconds.items()):
             backlog.add_metric([prio], v)
+        for kind, n in sorted(s.synthesis_preempted.items()):
+            preempted.add_metric([kind], n)
         due = [j.deadline for j in s.jobs if j.finished_at is None and j.deadline is not None]
         if due:
             nearest.add_metric([], min(due) - s.time)
     # Declared always; without a deadline queued they carry no sample, so the series is
     # absent (an alert on them cannot fire on an empty queue), not zero.
-    yield from (missed, rejected, backlog, slack, nearest)
+    yield from (missed, rejected, backlog, preempted, slack, nearest)
 
 
 class EngineMetrics:

@@ -196,3 +196,45 @@ def test_deadline_less_work_is_not_starved_by_feasible_deadlines(engine_parts):
     for j in dl:
         assert engine.wait(j.id, 10).state == "succeeded"
         assert not j.deadline_missed
+
+
+def test_a_critical_partition_preempts_lower_class_synthesis_for_memory():
+    """Memory full of synthesized low partitions waiting for a GPU: a critical one takes the
+    memory of one of them (sent back to synthesis, counted) instead of waiting."""
+    engine, prover, _ = make_test_engine(
+        {"low": (2, "low"), "crit": (1, "critical")}, memory_budget_bytes=2 * 1000 + 2 * 100,
+        synthesis_threads=2)
+    with engine:
+        engine.preload("low")
+        engine.preload("crit")
+        engine.pause_workers()
+        low = engine.submit("low", [{"tag": "l0"}, {"tag": "l1"}])
+        assert wait_until(lambda: len(engine.pipeline.gpu_queue) == 2)
+        crit = engine.submit("crit", [{"tag": "c"}])
+        assert wait_until(lambda: any(p.inputs["tag"] == "c"
+                                      for p in engine.pipeline.gpu_queue.items()), 10)
+        assert engine.counters.get("synthesis_preempted")["low"] >= 1
+        engine.resume_workers()
+        assert engine.wait(crit.id, 10).state == "succeeded"
+        assert engine.wait(low.id, 10).state == "succeeded"
+        gpu = [tag for step, ev, tag in prover.events if step == "gpu" and ev == "start"]
+        assert gpu[0] == "c"
+        assert prover.calls["synthesize"] == 4  # one low partition synthesized twice
+
+
+def test_without_preemption_the_critical_partition_waits_for_memory():
+    engine, _, _ = make_test_engine(
+        {"low": (2, "low"), "crit": (1, "critical")}, memory_budget_bytes=2 * 1000 + 2 * 100,
+        synthesis_threads=2, preempt_synthesis=False)
+    with engine:
+        engine.preload("low")
+        engine.preload("crit")
+        engine.pause_workers()
+        low = engine.submit("low", [{"tag": "l0"}, {"tag": "l1"}])
+        assert wait_until(lambda: len(engine.pipeline.gpu_queue) == 2)
+        crit = engine.submit("crit", [{"tag": "c"}])
+        assert wait_until(lambda: engine.host_budget.waiters == 1)
+        assert not wait_until(lambda: len(engine.pipeline.gpu_queue) == 3, 0.5)
+        engine.resume_workers()
+        assert engine.wait(crit.id, 10).state == "succeeded"
+        assert engine.wait(low.id, 10).state == "succeeded"

@@ -36,6 +36,7 @@ CONTRACT = {
     "cuzk_job_deadline_margin_seconds": ("histogram", {"proof_kind"}),
     "cuzk_jobs_rejected": ("counter", {"proof_kind", "reason"}),
     "cuzk_backlog_gpu_seconds": ("gauge", {"priority"}),
+    "cuzk_synthesis_preempted": ("counter", {"proof_kind"}),
 }
 HIST_EXTRA = {"le"}
 # Declared but without samples unless a job with a deadline is unfinished (absent, not zero).
