@@ -34,7 +34,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cuzk.errors import CuzkError
-from cuzk.protocol import DEFAULT_PRIORITY, PRIORITIES
+from cuzk.protocol import (
+    DEADLINE_ADMISSIONS,
+    DEADLINE_MISS_POLICIES,
+    DEFAULT_PRIORITY,
+    PRIORITIES,
+)
 from cuzk.settings_schema import (
     REQUIRED,
     ParseContext,
@@ -43,10 +48,12 @@ from cuzk.settings_schema import (
     byte_size,
     choice,
     non_empty_string,
+    optional_duration,
     optional_path,
     optional_string,
     parse_listen,
     path,
+    phase_seconds,
     positive_int,
     positive_seconds,
     secret_string,
@@ -255,6 +262,30 @@ class ProofKindConfig:
     priority: str = setting(
         DEFAULT_PRIORITY, "Default priority: " + ", ".join(PRIORITIES) + ".", choice(PRIORITIES)
     )
+    deadline: float | None = setting(
+        "",
+        'Relative deadline a submit without one gets, e.g. "20s" or "30m"; "" = none.',
+        optional_duration,
+    )
+    on_deadline_miss: str = setting(
+        "continue",
+        'When a job\'s deadline passes: "cancel" drops its unstarted partitions and ends it '
+        'deadline_exceeded; "continue" lets it finish (counted as a miss).',
+        choice(DEADLINE_MISS_POLICIES),
+    )
+    deadline_admission: str = setting(
+        "accept",
+        'A submit whose deadline cannot be met even at the front of its priority class: '
+        '"reject" refuses it (503, naming the predicted finish); "accept" takes it, at risk.',
+        choice(DEADLINE_ADMISSIONS),
+    )
+    phase_seconds: tuple[tuple[str, float], ...] = setting(
+        "",
+        "Expected seconds per partition phase, predictions' starting point before any is "
+        "measured (later runs start from the journal's figures), e.g. {synthesizing = 0.8, "
+        'proving = 2.5, finalizing = 0.4}; "" = none.',
+        phase_seconds,
+    )
     bundled: bool = False
 
 
@@ -358,6 +389,10 @@ def engine_settings(config: Config) -> EngineSettings:
                 r1cs=k.r1cs,
                 wasm=k.wasm,
                 zkey=k.zkey,
+                deadline_s=k.deadline,
+                on_deadline_miss=k.on_deadline_miss,
+                deadline_admission=k.deadline_admission,
+                phase_seconds=k.phase_seconds,
             )
             for name, k in config.proof_kinds.items()
         },
@@ -556,6 +591,9 @@ def load_config(
                 "wasm": Path(b.wasm_path),
                 "partitions": int(b.partitions),
                 "priority": str(b.priority),
+                "deadline": getattr(b, "deadline_s", None),
+                "on_deadline_miss": str(getattr(b, "on_deadline_miss", "continue")),
+                "deadline_admission": str(getattr(b, "deadline_admission", "accept")),
             }
             if getattr(b, "sample_input_path", None):
                 values["sample_input"] = Path(b.sample_input_path)
@@ -652,6 +690,14 @@ def _comment(text: str, width: int = 98) -> list[str]:
     return lines
 
 
+def _duration_text(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    if seconds % 60 == 0:
+        return f"{int(seconds // 60)}m"
+    return f"{seconds:g}s"
+
+
 def dump_defaults(bundled: Iterable[Any] | None = None) -> str:
     """The documented default config file (what ``cuzk/default_config.toml`` holds)."""
     out = _comment(_HEADER)
@@ -672,6 +718,10 @@ def dump_defaults(bundled: Iterable[Any] | None = None) -> str:
             f"# [proof_kinds.{b.proof_kind}]",
             f"# partitions = {_toml_value(int(b.partitions))}",
             f"# priority = {_toml_value(str(b.priority))}",
+            f"# deadline = {_toml_value(_duration_text(getattr(b, 'deadline_s', None)))}",
+            f"# on_deadline_miss = {_toml_value(str(getattr(b, 'on_deadline_miss', 'continue')))}",
+            "# deadline_admission = "
+            f"{_toml_value(str(getattr(b, 'deadline_admission', 'accept')))}",
         ]
     out += [
         "#",

@@ -91,3 +91,26 @@ class PartitionTooLarge(MemoryRequestTooLarge):
 
 class ProofError(CuzkError):
     """A proof failed self-verification: never returned to a client."""
+
+
+class DeadlineInfeasible(Unavailable):
+    """A submit whose deadline cannot be met even at the front of its priority class, for a
+    kind whose ``deadline_admission`` is ``reject``: a 503 without ``Retry-After`` (a retry
+    here would finish later still) whose body names the deadline and the predicted finish, so
+    the client can send the job elsewhere."""
+
+    def __init__(self, proof_kind: str, deadline: float, predicted_finish: float) -> None:
+        from datetime import UTC, datetime
+
+        def rfc3339(t: float) -> str:
+            return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds")
+
+        self.proof_kind = proof_kind
+        self.deadline = rfc3339(deadline)
+        self.predicted_finish = rfc3339(predicted_finish)
+        self.slack_s = round(deadline - predicted_finish, 3)
+        super().__init__(
+            f"{proof_kind}: the deadline {self.deadline} cannot be met: even at the front of "
+            f"its priority class the job is predicted to finish at {self.predicted_finish} "
+            f"({-self.slack_s:.3f} s late) given the work already running and queued ahead of "
+            "it; send it to another prover", None)

@@ -42,10 +42,16 @@ Phase = Literal[ActivePhase, PartitionOutcome]
 ACTIVE_PHASES: tuple[str, ...] = get_args(ActivePhase)
 PARTITION_OUTCOMES: tuple[str, ...] = get_args(PartitionOutcome)
 PARTITION_PHASES: tuple[str, ...] = ACTIVE_PHASES + PARTITION_OUTCOMES
+PREDICTED_PHASES: tuple[str, ...] = ACTIVE_PHASES[2:3] + ACTIVE_PHASES[4:]
+"""The phases whose measured durations predict a finish (``phase_seconds`` keys): work on a
+synthesis thread (without its memory wait), on a GPU worker, on a finalizer."""
 
-JobOutcome = Literal["succeeded", "failed", "cancelled"]
+JobOutcome = Literal["succeeded", "failed", "cancelled", "deadline_exceeded"]
 JobState = Literal["queued", "running", JobOutcome]
-"""``queued``: accepted, no partition has reached a synthesis thread; ``running``; an outcome."""
+"""``queued``: accepted, no partition has reached a synthesis thread; ``running``; an outcome.
+``deadline_exceeded``: the job's deadline passed under the ``cancel`` miss policy; its
+unstarted partitions were dropped (a job of a ``continue`` kind finishes instead and is marked
+``deadline_missed``)."""
 JOB_OUTCOMES: tuple[str, ...] = get_args(JobOutcome)
 JOB_STATES: tuple[str, ...] = ("queued", "running", *JOB_OUTCOMES)
 TERMINAL_STATES: frozenset[str] = frozenset(JOB_OUTCOMES)
@@ -89,6 +95,26 @@ def job_state_of(name: str) -> JobState:
         raise ValueError(f"{name!r} is not a job state")
     return name
 
+
+DeadlineMissPolicy = Literal["cancel", "continue"]
+"""What happens to a job whose deadline passes: ``cancel`` drops its unstarted partitions and
+ends it ``deadline_exceeded`` (a partition already on a GPU is never interrupted);
+``continue`` lets it finish (counted as a miss)."""
+DEADLINE_MISS_POLICIES: tuple[str, ...] = get_args(DeadlineMissPolicy)
+DeadlineAdmission = Literal["reject", "accept"]
+"""A submit whose deadline cannot be met even at the front of its priority class: ``reject``
+answers 503 with a :class:`DeadlineRejection` body; ``accept`` takes it, flagged at risk."""
+DEADLINE_ADMISSIONS: tuple[str, ...] = get_args(DeadlineAdmission)
+RejectReason = Literal["deadline", "memory", "unavailable"]
+"""``cuzk_jobs_rejected_total`` reasons for a well-formed submit of a known proof kind that the
+server refused: its deadline cannot be met (503); a partition larger than the memory budget
+(507); the engine is draining or its journal cannot be written (503). Bad input (400/409/422)
+is the client's error and, like every bad request, changes nothing, counters included."""
+REJECT_REASONS: tuple[str, ...] = get_args(RejectReason)
+DEADLINE_REJECTED_STATUS = 503
+"""The status of a submit refused because its deadline cannot be met (``DeadlineRejection``
+body, no ``Retry-After``: a later retry here would be later still; send it elsewhere)."""
+
 # ---- shapes -----------------------------------------------------------------------------
 # Each body is a TypedDict (no import cost for a client). ``__pydantic_config__`` is read only
 # where the OpenAPI document is generated: a shape lists every field it may carry (``closed``),
@@ -125,6 +151,9 @@ class SubmitRequest(TypedDict):
     """Idempotency key: a repeat returns the same job (a new attempt after failure)."""
     priority: NotRequired[Priority]
     """Defaults to the proof kind's configured priority."""
+    deadline: NotRequired[str]
+    """RFC 3339 time (``2026-12-01T16:30:00Z``) by which the proofs are needed; defaults to
+    the proof kind's configured relative deadline (none for kinds without one)."""
 
 
 # ---- jobs -------------------------------------------------------------------------------
@@ -159,6 +188,40 @@ class JobTimings(TypedDict):
 
 
 @_closed
+class JobDeadline(TypedDict):
+    """A job's deadline and how it stands against it."""
+
+    at: float
+    """The deadline, wall-clock seconds (Unix time)."""
+    predicted_finish: float | None
+    """When the engine predicts the job will finish (Unix time), from measured phase
+    durations and the work ahead of it; null while no duration of its kind is known, and once
+    the job is finished."""
+    slack_s: float | None
+    """Deadline minus predicted finish (negative: predicted late); null when not predicted."""
+    at_risk: bool
+    """Predicted to miss (``slack_s`` < 0), or admitted although infeasible."""
+    missed: bool
+    """The job finished after its deadline (any outcome), or was cut at it."""
+    on_miss: DeadlineMissPolicy
+
+
+@_closed
+class DeadlineRejection(TypedDict):
+    """The 503 body of a submit refused because its deadline cannot be met."""
+
+    error: str
+    reason: Literal["deadline"]
+    proof_kind: str
+    deadline: str
+    """RFC 3339, as requested (or the kind's default)."""
+    predicted_finish: str
+    """RFC 3339: the earliest finish the engine predicts, even at the front of its class."""
+    slack_s: float
+    """Negative: how late it would be."""
+
+
+@_closed
 class JobInfo(TypedDict):
     """A job, as ``POST /v1/proofs``, ``GET/DELETE /v1/proofs/{id}`` and the status return it."""
 
@@ -174,6 +237,8 @@ class JobInfo(TypedDict):
     """Per partition, once the job succeeded."""
     error: str | None
     timings: JobTimings
+    deadline: JobDeadline | None
+    """Present (not null) for a job with a deadline."""
 
 
 # ---- status -----------------------------------------------------------------------------
@@ -250,6 +315,10 @@ class CounterTotals(TypedDict):
     """By ``<proof kind>/<outcome>``."""
     worker_partitions: dict[str, int]
     """By ``<worker>/<proof kind>``."""
+    deadlines_missed: dict[str, int]
+    """By proof kind: jobs that finished after (or were cut at) their deadline."""
+    jobs_rejected: dict[str, int]
+    """By ``<proof kind>/<reason>``."""
 
 
 @_closed
@@ -272,6 +341,9 @@ class StatusInfo(TypedDict):
     spans_open: int
     """Engine spans not yet ended: 0 when idle (a leak check from outside)."""
     counters: CounterTotals
+    backlog_gpu_seconds: dict[str, float]
+    """Predicted GPU-seconds of queued and running work, by priority (the autoscaling
+    signal); only work whose kind has a measured or configured duration counts."""
 
 
 # ---- circuits, keys, workers, health ----------------------------------------------------

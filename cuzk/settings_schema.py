@@ -31,10 +31,13 @@ __all__ = [
     "devices",
     "int_or_auto",
     "non_empty_string",
+    "optional_duration",
     "optional_path",
     "optional_string",
+    "parse_duration",
     "parse_listen",
     "path",
+    "phase_seconds",
     "positive_int",
     "positive_seconds",
     "secret_string",
@@ -155,6 +158,69 @@ def positive_seconds(value: object, ctx: ParseContext | None = None) -> float:
     if not result > 0 or result == float("inf"):
         raise ValueError(f"must be {what}, {_got(value)}")
     return result
+
+
+_DURATION_UNITS = {"": 1.0, "s": 1.0, "ms": 0.001, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def parse_duration(value: object) -> float:
+    """A positive duration: seconds as a number, or a string such as ``"30s"``, ``"25m"``,
+    ``"1.5h"``, ``"250ms"``."""
+    what = 'a positive duration such as 20, "30s", "25m" or "1h"'
+    if isinstance(value, bool):
+        raise ValueError(f"must be {what}, {_got(value)}")
+    if isinstance(value, int | float):
+        result = float(value)
+    elif isinstance(value, str) and (
+            m := re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*(ms|s|min|m|h)?\s*", value.lower())):
+        result = float(m.group(1)) * _DURATION_UNITS[m.group(2) or ""]
+    else:
+        raise ValueError(f"must be {what}, {_got(value)}")
+    if not result > 0 or result == float("inf"):
+        raise ValueError(f"must be {what}, {_got(value)}")
+    return result
+
+
+def optional_duration(value: object, ctx: ParseContext | None = None) -> float | None:
+    """A duration (:func:`parse_duration`), or ``""`` for none."""
+    if isinstance(value, str) and not value.strip():
+        return None
+    return parse_duration(value)
+
+
+def phase_seconds(value: object, ctx: ParseContext | None = None) -> tuple[tuple[str, float], ...]:
+    """A table of phase -> seconds (``{synthesizing = 0.8, proving = 2.5, finalizing = 0.4}``;
+    from the environment ``"synthesizing=0.8,proving=2.5"``), or ``""`` for none."""
+    from cuzk.protocol import PREDICTED_PHASES
+
+    what = "a table of phase = seconds"
+    if isinstance(value, str):
+        if not value.strip():
+            return ()
+        table: dict[str, object] = {}
+        for part in value.split(","):
+            name, sep, num = part.partition("=")
+            if not sep:
+                raise ValueError(f"must be {what} (name=seconds,...), {_got(value)}")
+            table[name.strip()] = num.strip()
+        value = table
+    if not isinstance(value, dict):
+        raise ValueError(f"must be {what}, {_got(value)}")
+    out = []
+    for name, seconds in value.items():
+        if name not in PREDICTED_PHASES:
+            raise ValueError(f"phase {name!r} is not one of {', '.join(PREDICTED_PHASES)}")
+        if isinstance(seconds, str):
+            seconds = seconds.strip()
+            try:
+                seconds = float(seconds)
+            except ValueError:
+                raise ValueError(f"{name}: must be a number of seconds, {_got(seconds)}") from None
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
+                or not 0 <= seconds < float("inf"):
+            raise ValueError(f"{name}: must be a number of seconds >= 0, {_got(seconds)}")
+        out.append((str(name), float(seconds)))
+    return tuple(sorted(out))
 
 
 _BYTE_UNITS = {

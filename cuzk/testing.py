@@ -253,13 +253,14 @@ def wait_until(pred: Callable[[], bool], timeout: float = 10.0, interval: float 
 
 
 def make_test_engine(
-    kinds: Mapping[str, tuple[int, str]],
+    kinds: Mapping[str, Any],
     prover: ScriptedProver | None = None,
     **settings: Any,
 ) -> tuple[Any, ScriptedProver, Any]:
     """An engine over a ScriptedProver with an in-memory span exporter, not yet started.
 
-    kinds: name -> (partitions, priority). Returns (engine, prover, exporter).
+    kinds: name -> (partitions, priority), or a ProofKindSettings (deadline policies).
+    Returns (engine, prover, exporter).
     """
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -273,7 +274,8 @@ def make_test_engine(
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     settings.setdefault("memory_budget_bytes", 1_000_000)
     es = EngineSettings(
-        proof_kinds={n: ProofKindSettings(n, parts, prio) for n, (parts, prio) in kinds.items()},
+        proof_kinds={n: k if isinstance(k, ProofKindSettings) else ProofKindSettings(n, *k)
+                     for n, k in kinds.items()},
         **settings,
     )
     prover = prover or ScriptedProver()

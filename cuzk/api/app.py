@@ -11,7 +11,9 @@ of partition inputs, a bad ``?wait``; 404 unknown job id, unknown proof kind (on
 since the kind names a resource), unknown route; 405 wrong method; 409 a ``request_id`` that
 names a job with a different body; 413 body over ``server.max_body_bytes`` (refused while
 reading); 422 inputs the witness generator rejects; 503 (with ``Retry-After``) while draining
-or when the journal cannot be written; 507 a partition larger than the whole memory budget;
+or when the journal cannot be written, and (body ``reason: "deadline"``, no ``Retry-After``)
+for a deadline that cannot be met under ``deadline_admission = reject``; 507 a partition
+larger than the whole memory budget;
 500 a corrupt server-side file (naming it) or anything unexpected. In front of the routes: 401
 without the bearer token when one is configured (``cuzk.api.auth``), 503 past
 ``server.max_requests_in_flight`` (``cuzk.api.limits``); below them, 408 and closed connections
@@ -51,8 +53,15 @@ from cuzk.api.logsafe import loggable
 from cuzk.api.openapi_front import front_end_document
 from cuzk.api.signals import OversizeNumber, check_signal_values, parse_json_int
 from cuzk.config import Config
-from cuzk.errors import CuzkError, FormatError, InputError, MemoryRequestTooLarge, Unavailable
-from cuzk.protocol import PRIORITIES, TERMINAL_STATES, CircuitInfo
+from cuzk.errors import (
+    CuzkError,
+    DeadlineInfeasible,
+    FormatError,
+    InputError,
+    MemoryRequestTooLarge,
+    Unavailable,
+)
+from cuzk.protocol import DEADLINE_REJECTED_STATUS, PRIORITIES, TERMINAL_STATES, CircuitInfo
 from cuzk.telemetry.metrics import EngineMetrics
 
 if TYPE_CHECKING:
@@ -67,7 +76,7 @@ _WAIT_SLICE_SECONDS = 1.0
 _LONG_POLL_THREADS = 64
 """Long-polls get their own thread limiter so they can never starve submits of threads."""
 MAX_REQUEST_ID_CHARS = 256
-SUBMIT_FIELDS = ("proof_kind", "inputs", "request_id", "priority")
+SUBMIT_FIELDS = ("proof_kind", "inputs", "request_id", "priority", "deadline")
 REQUIRED_SUBMIT_FIELDS = ("proof_kind", "inputs")
 
 
@@ -181,8 +190,28 @@ async def read_json_body(request: Request, limit: int) -> Any:
         raise ApiError(400, "malformed JSON: nested too deeply") from None
 
 
-def parse_submit(body: Any) -> tuple[str, list[dict[str, Any]], str | None, str | None]:
-    """Check the shape of a ``POST /v1/proofs`` body; returns (kind, inputs, request_id, prio)."""
+def parse_deadline(value: Any) -> float:
+    """An RFC 3339 time (with its offset, or ``Z``) as Unix seconds."""
+    from datetime import datetime
+
+    if not isinstance(value, str) or not value:
+        raise ApiError(400, f"'deadline' must be an RFC 3339 time string such as"
+                            f" '2026-12-01T16:30:00Z', got {_describe(value)}")
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        raise ApiError(400, f"'deadline' is not an RFC 3339 time: {value!r} (for example"
+                            " '2026-12-01T16:30:00Z')") from None
+    if when.tzinfo is None:
+        raise ApiError(400, f"'deadline' {value!r} has no UTC offset; add 'Z' or '+00:00'")
+    return when.timestamp()
+
+
+def parse_submit(
+    body: Any,
+) -> tuple[str, list[dict[str, Any]], str | None, str | None, float | None]:
+    """Check the shape of a ``POST /v1/proofs`` body; returns (kind, inputs, request_id, prio,
+    deadline as Unix seconds)."""
     if not isinstance(body, dict):
         raise ApiError(400, f"request body must be a JSON object, got {_json_type(body)}")
     unknown = [k for k in body if k not in SUBMIT_FIELDS]
@@ -236,7 +265,8 @@ def parse_submit(body: Any) -> tuple[str, list[dict[str, Any]], str | None, str 
             400,
             f"'priority' must be one of {', '.join(PRIORITIES)}; got {_describe(priority)}",
         )
-    return kind, inputs, request_id, priority
+    deadline = parse_deadline(body["deadline"]) if "deadline" in body else None
+    return kind, inputs, request_id, priority, deadline
 
 
 def parse_wait(request: Request) -> float:
@@ -307,6 +337,11 @@ def create_app(
                 if getattr(e, "job_id", None):  # 409: where the existing job is
                     response.headers["Location"] = f"/v1/proofs/{e.job_id}"  # type: ignore[attr-defined]
                 return response
+            except DeadlineInfeasible as e:
+                return JSONResponse({
+                    "error": str(e), "reason": "deadline", "proof_kind": e.proof_kind,
+                    "deadline": e.deadline, "predicted_finish": e.predicted_finish,
+                    "slack_s": e.slack_s}, status_code=DEADLINE_REJECTED_STATUS)
             except Unavailable as e:
                 response = error_response(503, str(e))
                 if e.retry_after is not None:
@@ -333,7 +368,7 @@ def create_app(
     @endpoint
     async def submit(request: Request) -> Response:
         body = await read_json_body(request, body_limit)
-        kind, inputs, request_id, priority = parse_submit(body)
+        kind, inputs, request_id, priority, deadline = parse_submit(body)
         entry = kind_known(kind, await call(engine.circuits))
         check_signal_values(inputs)
         partitions = entry["partitions"]
@@ -355,6 +390,7 @@ def create_app(
             request_id=request_id,
             priority=priority,
             trace_context=trace_context,
+            deadline=deadline,
         )
         data = job.to_dict()
         return JSONResponse(data, status_code=202, headers={"Location": f"/v1/proofs/{data['id']}"})

@@ -17,7 +17,9 @@ from pydantic import TypeAdapter
 
 from cuzk import __version__
 from cuzk.protocol import (
+    DEADLINE_REJECTED_STATUS,
     CircuitList,
+    DeadlineRejection,
     Error,
     Health,
     JobInfo,
@@ -33,6 +35,8 @@ from cuzk.protocol import (
 )
 
 REF_TEMPLATE = "#/components/schemas/{model}"
+SUBMIT_UNAVAILABLE = Error | DeadlineRejection
+"""A submit's 503: draining / journal (Error), or a deadline that cannot be met."""
 
 
 @dataclass(frozen=True)
@@ -115,8 +119,12 @@ OPERATIONS: list[Operation] = [
                        " that job."),
             413: Reply("Body larger than server.max_body_bytes."),
             422: Reply("Inputs that fail witness generation."),
-            503: Reply("Draining for shutdown, or the journal cannot be written; retry after"
-                       " Retry-After seconds.", headers=RETRY_AFTER),
+            DEADLINE_REJECTED_STATUS: Reply(
+                "Draining for shutdown, or the journal cannot be written: retry after"
+                " Retry-After seconds. Or (a DeadlineRejection body, reason \"deadline\", no"
+                " Retry-After) the deadline cannot be met even at the front of the job's"
+                " priority class, for a kind whose deadline_admission is reject: send the job"
+                " to another prover.", SUBMIT_UNAVAILABLE, headers=RETRY_AFTER),
             507: Reply("A partition needs more memory than the whole budget."),
         },
     ),

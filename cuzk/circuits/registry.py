@@ -35,6 +35,9 @@ class BundledCircuit:
     priority: str
     description: str
     params: CircuitParams
+    deadline_s: float | None = None
+    on_deadline_miss: str = "continue"
+    deadline_admission: str = "accept"
 
     @property
     def directory(self) -> Path:
@@ -83,6 +86,20 @@ _KINDS: dict[str, tuple[int, str, CircuitParams, str]] = {
 }
 
 
+# Deadline defaults of the bundled kinds: proof kind -> (relative deadline in seconds or None,
+# on_deadline_miss, deadline_admission). WinningPoSt must be ready about 20 s into its 30 s epoch
+# (a late block is worthless: reject what cannot make it, cancel what missed); a WindowPoSt
+# partition has about 40 min from challenge to the window's close (accept and try until it
+# closes, then drop it so it cannot block the next deadline). PoRep C2 and SnapDeals are the
+# throughput and have no deadline.
+_DEADLINES: dict[str, tuple[float | None, str, str]] = {
+    "winning-post": (20.0, "cancel", "reject"),
+    "window-post": (1800.0, "cancel", "accept"),
+    "snap-update": (None, "continue", "accept"),
+    "porep-c2": (None, "continue", "accept"),
+}
+
+
 def bundled_circuits(data_dir: Path | None = None) -> dict[str, BundledCircuit]:
     """All bundled circuits by proof kind (smallest first); ``data_dir`` replaces ``DATA_DIR``."""
     out = {}
@@ -97,5 +114,8 @@ def bundled_circuits(data_dir: Path | None = None) -> dict[str, BundledCircuit]:
             priority=priority,
             description=description,
             params=params,
+            deadline_s=_DEADLINES[kind][0],
+            on_deadline_miss=_DEADLINES[kind][1],
+            deadline_admission=_DEADLINES[kind][2],
         )
     return out

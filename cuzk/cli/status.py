@@ -64,6 +64,7 @@ STATE_STYLE = {
     "succeeded": "green",
     "failed": "bold red",
     "cancelled": "magenta",
+    "deadline_exceeded": "bold red",
 }
 
 
@@ -356,6 +357,7 @@ JOB_COLUMNS: list[Column[JobInfo]] = [
     Column("time", lambda j: human_seconds(j["timings"]["duration_ms"] / 1000.0), keep=40,
            right=True),
     Column("priority", lambda j: j["priority"], keep=30),
+    Column("slack", lambda j: slack_cell(j), keep=45, right=True),
 ]
 
 
@@ -369,6 +371,21 @@ def _jobs(f: Frame) -> RenderableType:
     caption = f"{hidden} more not shown" if hidden > 0 else None
     title = f"Jobs ({len(active)} active, {len(done)} finished)"
     return Group(*fit(title, JOB_COLUMNS, shown, f.width, caption))
+
+
+def slack_cell(job: JobInfo) -> Text:
+    """A job's slack against its deadline; ``AT RISK`` when predicted late (or admitted so),
+    ``MISSED`` once it missed; "-" without a deadline, "?" while not predicted."""
+    d = job.get("deadline")
+    if not d:
+        return Text("-", style="dim")
+    if d["missed"]:
+        return Text("MISSED", style="bold red")
+    slack = d["slack_s"]
+    text = "?" if slack is None else ("-" if slack < 0 else "") + human_seconds(abs(slack))
+    if d["at_risk"]:
+        return Text(f"{text} AT RISK", style="bold red")
+    return Text(text, style="" if slack is not None else "dim")
 
 
 def _memory(f: Frame) -> RenderableType:

@@ -71,6 +71,13 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--priority", choices=PRIORITIES, default=None)
     p.add_argument(
+        "--deadline",
+        metavar="WHEN",
+        default=None,
+        help="when the proofs are needed: an RFC 3339 time (2026-12-01T16:30:00Z) or a"
+        " duration from now (30s, 25m, 1h); default: the kind's configured deadline, if any",
+    )
+    p.add_argument(
         "--timeout",
         type=float,
         default=None,
@@ -158,6 +165,30 @@ def build_inputs(
     raise CliError(f"{input_path}: expected a JSON object or an array of objects")
 
 
+def deadline_text(value: str, now: float | None = None) -> str:
+    """``--deadline``: an RFC 3339 time as given (checked), or a duration from now (as UTC)."""
+    from datetime import UTC, datetime
+
+    from cuzk.settings_schema import parse_duration
+
+    try:
+        seconds = parse_duration(value)
+    except ValueError:
+        pass
+    else:
+        at = (time.time() if now is None else now) + seconds
+        return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        when = None
+    if when is None or when.tzinfo is None:
+        raise CliError(
+            f"--deadline {value!r}: give an RFC 3339 time with its offset"
+            " (2026-12-01T16:30:00Z) or a duration such as 30s, 25m or 1h")
+    return when.isoformat()
+
+
 def _done(job: dict[str, Any]) -> int:
     parts = job.get("partitions")
     if isinstance(parts, list):
@@ -213,6 +244,8 @@ def submit(
                             "request_id": request_id}
     if args.priority:
         body["priority"] = args.priority
+    if getattr(args, "deadline", None):
+        body["deadline"] = deadline_text(args.deadline)
     job = call("POST", "/v1/proofs", json=body)
     job_id = job["id"]
     print(f"job {job_id} accepted ({args.proof_kind}, {plural(partitions, 'partition')};"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import threading
 import time
 from collections import OrderedDict
@@ -23,6 +24,7 @@ from opentelemetry import trace
 from cuzk import __version__
 from cuzk.engine.backend import ProofResult, ProverBackend
 from cuzk.engine.counters import Counters
+from cuzk.engine.deadlines import DeadlineWatch
 from cuzk.engine.events import (
     EventBus,
     JobAccepted,
@@ -46,11 +48,15 @@ from cuzk.engine.keys import KeyResidency
 from cuzk.engine.leases import GpuWorker
 from cuzk.engine.memory import MemoryBudget, auto_budget
 from cuzk.engine.pipeline import Pipeline
+from cuzk.engine.predict import Item, PhaseEstimates, predict, seed_from
+from cuzk.engine.scheduling import ARRIVAL
 from cuzk.engine.settings import EngineSettings
 from cuzk.engine.snapshot import BudgetView, EngineSnapshot, JobView, KeyView, WaiterView
 from cuzk.engine.spans import SpanBook, extract_context, span_context_of, traceparent_of
 from cuzk.errors import (
+    DeadlineInfeasible,
     InputError,
+    MemoryRequestTooLarge,
     RequestConflict,
     Unavailable,
     UnknownJob,
@@ -59,7 +65,9 @@ from cuzk.errors import (
 from cuzk.protocol import (
     ACTIVE_PHASES,
     JOB_OUTCOMES,
+    PRIORITIES,
     PRIORITY_RANK,
+    REJECT_REASONS,
     CircuitInfo,
     StatusInfo,
     priority_of,
@@ -68,6 +76,8 @@ from cuzk.protocol import (
 RECENT_JOBS = 50
 """Finished jobs a status snapshot lists after the unfinished ones (most recent first)."""
 
+FIGURES = "phase_seconds"
+"""The journal's name for the phase-duration estimates kept for the next start."""
 RECOVERY_OUTCOMES = ("resumed", "completed", "failed")
 """``cuzk_jobs_recovered_total`` outcomes: queued again; every partition was already journaled
 (settled at once, nothing proven again); could not be resumed (its proof kind is gone)."""
@@ -102,6 +112,12 @@ def _traceparent(trace_context: Any) -> str | None:
     except TypeError:
         return None
     return traceparent_of(trace.get_current_span(ctx))
+
+
+def _rfc3339(t: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds")
 
 
 def _settings_of(config: Any) -> EngineSettings:
@@ -145,8 +161,13 @@ class Engine:
         self.counters = Counters()
         for kind in s.proof_kinds:
             self.counters.ensure("jobs_submitted", kind)
+            self.counters.ensure("deadlines_missed", kind)
+            self.counters.ensure("synthesis_preempted", kind)
             for outcome in JOB_OUTCOMES:
                 self.counters.ensure("jobs_completed", (kind, outcome))
+            for reason in REJECT_REASONS:
+                self.counters.ensure("jobs_rejected", (kind, reason))
+        self.estimates = PhaseEstimates()
 
         host_total = s.memory_budget_bytes or auto_budget(s.memory_safety_margin_bytes)
         self.host_budget = MemoryBudget(host_total, "host")
@@ -170,6 +191,11 @@ class Engine:
                 s.journal_path, retention_jobs=s.job_retention, retention_s=s.job_retention_s,
                 on_write=self._journal_written)
             JournalRecorder(self.journal).subscribe(self.events)
+            seed_from(self.estimates, self.journal.figures(FIGURES))  # the last run's, first
+        for name, kind in s.proof_kinds.items():
+            for phase, seconds in kind.phase_seconds:
+                self.estimates.seed(name, phase, seconds)
+        self.deadlines = DeadlineWatch(self._deadline_passed)
         for kind in s.proof_kinds:
             for outcome in RECOVERY_OUTCOMES:
                 self.counters.ensure("jobs_recovered", (kind, outcome))
@@ -212,6 +238,7 @@ class Engine:
         if self.journal is not None:
             self._recover(self.journal)
         self.pipeline.start()
+        self.deadlines.start()
         return self
 
     def drain(self, timeout: float) -> bool:
@@ -249,12 +276,17 @@ class Engine:
                 self.pipeline.finish_job(job, "cancelled", "engine shut down")
         else:
             self.pipeline.draining = True  # nothing new starts while the queues close
+        self.deadlines.stop()
         self.pipeline.stop(timeout)
         if self.journal is not None:
             with self._lock:
                 left = list(self._active.values())
             for job in left:
                 self._interrupt(job)
+            try:
+                self.journal.save_figures(FIGURES, self.estimates.figures())
+            except JournalError as e:
+                log.warning("phase-duration figures not kept for the next start: %s", e)
             self.journal.close()
         self.keys.evict_all()
         self.drained.set()
@@ -324,13 +356,51 @@ class Engine:
         request_id: str | None = None,
         priority: str | None = None,
         trace_context: Any = None,
+        deadline: float | None = None,
     ) -> Job:
         """Accept a job (validated before anything changes). A repeated ``request_id`` returns
-        the same job unless that one failed or was cancelled, which starts a new attempt."""
+        the same job unless that one failed or was cancelled, which starts a new attempt.
+
+        ``deadline``: wall-clock seconds by which the proofs are needed; None gives the kind's
+        default relative deadline (if it has one). Raises DeadlineInfeasible (503) when the
+        deadline cannot be met and the kind's ``deadline_admission`` is ``reject``."""
         kind = self.settings.proof_kinds.get(proof_kind)
         if kind is None:
             known = ", ".join(sorted(self.settings.proof_kinds)) or "none"
             raise UnknownProofKind(f"unknown proof kind {proof_kind!r} (known: {known})")
+        try:
+            return self._submit(proof_kind, inputs, request_id, priority, trace_context,
+                                deadline)
+        except DeadlineInfeasible:
+            self.counters.inc("jobs_rejected", (proof_kind, "deadline"))
+            raise
+        except MemoryRequestTooLarge:
+            self.counters.inc("jobs_rejected", (proof_kind, "memory"))
+            raise
+        except Unavailable:
+            self.counters.inc("jobs_rejected", (proof_kind, "unavailable"))
+            raise
+
+    def _submit(
+        self,
+        proof_kind: str,
+        inputs: Sequence[Mapping[str, Any]],
+        request_id: str | None,
+        priority: str | None,
+        trace_context: Any,
+        deadline: float | None,
+    ) -> Job:
+        kind = self.settings.proof_kinds[proof_kind]
+        if deadline is not None:
+            if isinstance(deadline, bool) or not isinstance(deadline, int | float) \
+                    or not math.isfinite(deadline):
+                raise InputError(f"deadline must be a time, not {deadline!r}")
+            if deadline <= time.time():
+                raise InputError(
+                    f"deadline {_rfc3339(deadline)} has already passed (server time "
+                    f"{_rfc3339(time.time())})")
+        elif kind.deadline_s is not None:
+            deadline = time.time() + kind.deadline_s
         if priority is None:
             priority = kind.priority
         elif priority not in PRIORITY_RANK:
@@ -366,7 +436,11 @@ class Engine:
                 if prev.outcome not in ("failed", "cancelled"):
                     return prev
                 attempt = prev.attempt + 1
-            job = Job(proof_kind, priority, request_id, attempt, next(self._seq))
+            job = Job(proof_kind, priority, request_id, attempt, next(self._seq),
+                      deadline=float(deadline) if deadline is not None else None,
+                      on_miss=kind.on_deadline_miss)
+            if job.deadline is not None and self.settings.scheduler != ARRIVAL:
+                self._admit(job, kind.deadline_admission)
             job.inputs_digest = digest
             self._create_spans(job, inputs, parent)
             if self.journal is not None:  # durable before anyone hears of it (the 202)
@@ -375,7 +449,7 @@ class Engine:
                         job.id, request_id, proof_kind, priority, [dict(p) for p in inputs],
                         digest,
                         _traceparent(trace_context), traceparent_of(job.span), attempt, job.seq,
-                        job.submitted_at))
+                        job.submitted_at, deadline=job.deadline))
                 except JournalError as e:
                     self._discard(job, e)
                     raise
@@ -390,7 +464,73 @@ class Engine:
                         job.id, proof_kind, priority, request_id, attempt,
                         tuple(inputs), job.submitted_at, job.trace_id, job.trace_sampled))
             self.pipeline.enqueue(job)
+            self.deadlines.watch(job)
         return job
+
+    # ---- deadlines ---------------------------------------------------------------------------
+
+    def _items(self, now_mono: float) -> list[Item]:
+        """Every unsettled partition of the live jobs, for the predictions."""
+        with self._lock:
+            live = list(self._active.values())
+        items = []
+        for job in live:
+            if job.terminal:
+                continue
+            for p in job.partitions:
+                if p.outcome is not None:
+                    continue
+                phase, elapsed = p.current()
+                items.append(Item(job.id, job.proof_kind, job.priority, self.pipeline.key(p),
+                                  phase, elapsed))
+        return items
+
+    def _predict(self, extra: Sequence[Item] = ()) -> tuple[dict[str, float | None],
+                                                            dict[str, float]]:
+        """Predicted finish (wall clock) per live job, and GPU-seconds of backlog by priority."""
+        s = self.settings
+        now = time.time()
+        items = self._items(time.monotonic())
+        items.extend(extra)
+        finish, backlog = predict(now, items, self.estimates, max(1, len(self.pipeline.workers)),
+                                  s.synthesis_threads)
+        return finish, backlog
+
+    def predicted_finish(self, job_id: str) -> float | None:
+        """The job's predicted finish (wall clock) now; None when finished or not predicted."""
+        return self._predict()[0].get(job_id)
+
+    def _admit(self, job: Job, policy: str) -> None:
+        """Admission: could the job make its deadline even at the front of its class?"""
+        if not self.estimates.known(job.proof_kind):
+            return  # nothing measured or configured for this kind: no grounds to refuse
+        rank = PRIORITY_RANK[job.priority]
+        n = self.settings.proof_kinds[job.proof_kind].partitions
+        front = [Item(job.id, job.proof_kind, job.priority, (rank, -math.inf, -1, i),
+                      "queued_synthesis") for i in range(n)]
+        finish = self._predict(front)[0].get(job.id)
+        assert job.deadline is not None
+        if finish is None or finish <= job.deadline:
+            return
+        if policy == "reject":
+            raise DeadlineInfeasible(job.proof_kind, job.deadline, finish)
+        job.admitted_at_risk = True
+
+    def _deadline_passed(self, job: Job) -> None:
+        """The watch says the job's deadline passed before it finished: count the miss, and
+        under the ``cancel`` policy end it so its unstarted partitions cannot block the next
+        deadline (a partition on a GPU finishes its step; its result is dropped)."""
+        if job.terminal:
+            return
+        self.pipeline.note_missed(job)
+        if job.span is not None:
+            job.span.set_attribute("cuzk.job.deadline_passed_at", _rfc3339(time.time()))
+        if job.on_miss == "cancel" and self.settings.scheduler != ARRIVAL:
+            left = sum(1 for p in job.partitions if p.outcome is None)
+            self.pipeline.finish_job(
+                job, "deadline_exceeded",
+                f"deadline {_rfc3339(job.deadline or 0.0)} passed with {left} partition(s) "
+                "unfinished; they were dropped (on_deadline_miss = cancel)")
 
     def _check_running(self) -> None:
         if self._draining or self._stopped:
@@ -464,6 +604,12 @@ class Engine:
         }
         if job.request_id is not None:
             attrs["cuzk.request.id"] = job.request_id
+        if job.deadline is not None:
+            attrs["cuzk.job.deadline"] = _rfc3339(job.deadline)
+            if not links:
+                finish = self._predict_one(job, len(inputs))
+                if finish is not None:
+                    attrs["cuzk.job.predicted_finish"] = _rfc3339(finish)
         if links:
             attrs["cuzk.job.recovered"] = True
             attrs["cuzk.job.recovered_partitions"] = len(proven or {})
@@ -486,7 +632,17 @@ class Engine:
                 "cuzk.priority": job.priority,
             })
 
+    def _predict_one(self, job: Job, partitions: int) -> float | None:
+        """The new job's predicted finish in its place in the queue (for its span)."""
+        if not self.estimates.known(job.proof_kind):
+            return None
+        mine = [Item(job.id, job.proof_kind, job.priority,
+                     self.pipeline.key_of(job, i), "queued_synthesis")
+                for i in range(partitions)]
+        return self._predict(mine)[0].get(job.id)
+
     def _phase_closed(self, p: Partition, phase: str, seconds: float) -> None:
+        self.estimates.observe(p.job.proof_kind, phase, seconds)
         if self.events.active:
             job = p.job
             self.events.publish(PartitionPhaseEnded(
@@ -540,9 +696,7 @@ class Engine:
 
     def _restore(self, rec: JobRecord) -> Job:
         """A journaled job as a Job object (finished ones are served like in-memory ones)."""
-        job = Job(rec.proof_kind, rec.priority, rec.request_id, rec.attempt, rec.seq,
-                  job_id=rec.id, submitted_at=rec.submitted_at)
-        job.inputs_digest = rec.inputs_digest
+        job = self._job_of(rec)
         original = span_context_of(rec.span_context)
         if original is not None and original.trace_flags.sampled:
             job.trace_id = format(original.trace_id, "032x")
@@ -630,6 +784,16 @@ class Engine:
                       rec.id, idx, why)
         self.journal.quarantine(rec.id, damaged)
 
+    def _job_of(self, rec: JobRecord) -> Job:
+        kind = self.settings.proof_kinds.get(rec.proof_kind)
+        job = Job(rec.proof_kind, rec.priority, rec.request_id, rec.attempt, rec.seq,
+                  job_id=rec.id, submitted_at=rec.submitted_at, deadline=rec.deadline,
+                  on_miss=kind.on_deadline_miss if kind is not None else "continue")
+        job.inputs_digest = rec.inputs_digest
+        if rec.finished and rec.deadline is not None and rec.finished_at is not None:
+            job.deadline_missed = rec.finished_at > rec.deadline
+        return job
+
     def _recover(self, journal: Journal) -> None:
         """Queue the journal's unfinished jobs again; only unproven partitions are proven
         (a journaled proof is reused only once its checksum and, where the backend can,
@@ -663,9 +827,7 @@ class Engine:
 
     def _resume(self, rec: JobRecord) -> Job:
         """A journaled unfinished job made live: its journaled proofs settled, the rest queued."""
-        job = Job(rec.proof_kind, rec.priority, rec.request_id, rec.attempt, rec.seq,
-                  job_id=rec.id, submitted_at=rec.submitted_at)
-        job.inputs_digest = rec.inputs_digest
+        job = self._job_of(rec)
         original = span_context_of(rec.span_context)
         # The client's trace when it sent one, else the original job's: the trace goes on.
         parent = extract_context(rec.traceparent) if rec.traceparent else None
@@ -682,6 +844,7 @@ class Engine:
             self.pipeline.finish_job(job, "succeeded")
         else:
             self.pipeline.enqueue(job)
+            self.deadlines.watch(job)  # one that passed while down is handled at once
         return job
 
     def wait(self, job_id: str, timeout: float | None = None) -> Job:
@@ -774,9 +937,10 @@ class Engine:
                 k = (w.proof_kind, "waiting_memory")
                 phases[k] = phases.get(k, 0) + 1
         live.sort(key=lambda j: j.seq)
+        predicted, backlog = self._predict()
         views: list[JobView] = []
         for job in live:
-            view = job.view(waiting)
+            view = job.view(waiting, predicted.get(job.id))
             views.append(view)
             if view.state == "queued":
                 key = (job.proof_kind, job.priority)
@@ -813,6 +977,11 @@ class Engine:
             journal_lost=self.journal is not None and self.journal.lost is not None,
             worker_partitions=_frozen(self.counters.get("worker_partitions")),
             spans_open=len(self.spans.open_spans()),
+            deadlines_missed=_frozen(self.counters.get("deadlines_missed")),
+            jobs_rejected=_frozen(self.counters.get("jobs_rejected")),
+            synthesis_preempted=_frozen(self.counters.get("synthesis_preempted")),
+            backlog_gpu_seconds=MappingProxyType(
+                {p: backlog.get(p, 0.0) for p in PRIORITIES}),
         )
 
     def status(self) -> StatusInfo:

@@ -128,6 +128,17 @@ class JobSettled:
     duration_s: float
     trace_id: str | None
     sampled: bool
+    deadline: float | None = None  # wall clock
+    finished_at: float | None = None  # wall clock
+    deadline_missed: bool = False
+
+    @property
+    def margin_s(self) -> float | None:
+        """Seconds to spare for a job that met its deadline; None otherwise."""
+        if self.deadline is None or self.finished_at is None or self.deadline_missed:
+            return None
+        margin = self.deadline - self.finished_at
+        return margin if margin >= 0 else None
 
 
 EngineEvent = (

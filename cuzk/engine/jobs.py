@@ -148,6 +148,16 @@ class Partition:
                     return scope.phase
             return self.outcome or "queued_synthesis"
 
+    def current(self) -> tuple[str, float]:
+        """The phase this partition is in (memory waits count as ``synthesizing``) and the
+        seconds since it entered it, for the finish predictions (cuzk.engine.predict)."""
+        now = time.monotonic()
+        with self._lock:
+            for scope in reversed(self._scopes):
+                if scope.phase != "waiting_memory":
+                    return scope.phase, now - scope.started
+            return self.outcome or "queued_synthesis", 0.0
+
     def open_scopes(self) -> list[PhaseScope]:
         with self._lock:
             return list(self._scopes)
@@ -202,14 +212,21 @@ class Job:
         seq: int,
         job_id: str | None = None,
         submitted_at: float | None = None,
+        deadline: float | None = None,
+        on_miss: str = "continue",
     ) -> None:
-        """``job_id``/``submitted_at`` are given when a job is restored from the journal."""
+        """``job_id``/``submitted_at`` are given when a job is restored from the journal;
+        ``deadline``: wall-clock seconds, or None; ``on_miss``: its kind's miss policy."""
         self.id = job_id or uuid.uuid4().hex
         self.proof_kind = proof_kind
         self.priority = priority
         self.request_id = request_id
         self.attempt = attempt
         self.seq = seq
+        self.deadline = deadline
+        self.on_miss = on_miss
+        self.deadline_missed = False  # set once (``mark_missed``), counted once
+        self.admitted_at_risk = False  # admitted although predicted to miss
         self.partitions: list[Partition] = []
         self.span: TrackedSpan | None = None
         self.trace_id: str | None = None
@@ -253,12 +270,23 @@ class Job:
             self.finished_at = time.time()
             return True
 
+    def mark_missed(self) -> bool:
+        """Record that the deadline was missed; True for the one caller that recorded it."""
+        with self._lock:
+            if self.deadline is None or self.deadline_missed:
+                return False
+            self.deadline_missed = True
+            return True
+
     def wait(self, timeout: float | None) -> bool:
         return self._done.wait(timeout)
 
-    def view(self, memory_waiters: Collection[int] = ()) -> JobView:
+    def view(
+        self, memory_waiters: Collection[int] = (), predicted_finish: float | None = None
+    ) -> JobView:
         """This job read now; ``memory_waiters``: ids of partitions whose reservation a
-        snapshot found waiting (see ``Partition.read_phase``)."""
+        snapshot found waiting (see ``Partition.read_phase``); ``predicted_finish``: the
+        engine's prediction (wall clock) for an unfinished job."""
         with self._lock:
             outcome, error, finished_at = self.outcome, self.error, self.finished_at
             parts = [p.view(p.read_phase(id(p) in memory_waiters)) for p in self.partitions]
@@ -283,6 +311,11 @@ class Job:
             submitted_at=self.submitted_at,
             finished_at=finished_at,
             duration_s=self.duration_s(),
+            deadline=self.deadline,
+            on_miss=self.on_miss,
+            predicted_finish=None if outcome is not None else predicted_finish,
+            deadline_missed=self.deadline_missed,
+            admitted_at_risk=self.admitted_at_risk and outcome is None,
         )
 
     def to_dict(self) -> JobInfo:

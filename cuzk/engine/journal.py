@@ -46,10 +46,12 @@ from cuzk.protocol import TERMINAL_STATES
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 MIGRATIONS: dict[int, str] = {
-    # from version N to N + 1 (a file of an older version is upgraded when opened)
+    # from version N to N + 1 (a file of an older version is upgraded when opened, in the
+    # opening transaction, so a journal is migrated whole or not at all)
     1: "ALTER TABLE partitions ADD COLUMN digest TEXT;",
+    2: "ALTER TABLE jobs ADD COLUMN deadline REAL;",
 }
 APPLICATION_ID = 0x637A6B4A  # "czkJ": marks the file as a cuzk journal
 TERMINAL = TERMINAL_STATES
@@ -73,7 +75,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     submitted_at  REAL NOT NULL,
     state         TEXT NOT NULL,
     error         TEXT,
-    finished_at   REAL
+    finished_at   REAL,
+    deadline      REAL
 );
 CREATE INDEX IF NOT EXISTS jobs_by_request ON jobs (request_id, attempt);
 CREATE INDEX IF NOT EXISTS jobs_by_finish ON jobs (finished_at);
@@ -96,6 +99,7 @@ CREATE TABLE IF NOT EXISTS damaged_partitions (
     found_at REAL NOT NULL
 );
 """
+
 
 
 class JournalError(Unavailable):
@@ -158,6 +162,7 @@ class JobRecord:
     # partition index -> why its journaled proof is not usable (never in ``proofs``)
     damaged: dict[int, str] = field(default_factory=dict)
     broken: str | None = None  # why the job's own row is unreadable (inputs damaged)
+    deadline: float | None = None  # wall clock
 
     @property
     def finished(self) -> bool:
@@ -444,12 +449,12 @@ class Journal:
         def write(db: sqlite3.Connection) -> None:
             db.execute(
                 "INSERT INTO jobs (id, request_id, proof_kind, priority, inputs, inputs_digest,"
-                " traceparent, span_context, attempt, seq, submitted_at, state)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " traceparent, span_context, attempt, seq, submitted_at, state, deadline)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (rec.id, rec.request_id, rec.proof_kind, rec.priority,
                  json.dumps(rec.inputs, separators=(",", ":")), rec.inputs_digest,
                  rec.traceparent, rec.span_context, rec.attempt, rec.seq, rec.submitted_at,
-                 ACCEPTED))
+                 ACCEPTED, rec.deadline))
 
         self._write(write)
 
@@ -511,13 +516,34 @@ class Journal:
         return dropped[0] if dropped else 0
 
     def _prune(self, db: sqlite3.Connection, now: float) -> int:
-        done = "state IN ('succeeded', 'failed', 'cancelled')"
+        done = "state IN (" + ", ".join(f"'{t}'" for t in sorted(TERMINAL)) + ")"
         n = db.execute(f"DELETE FROM jobs WHERE {done} AND finished_at < ?",
                        (now - self.retention_s,)).rowcount
         n += db.execute(
             f"DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE {done}"
             " ORDER BY finished_at DESC LIMIT -1 OFFSET ?)", (self.retention_jobs,)).rowcount
         return n
+
+    def save_figures(self, name: str, figures: Mapping[str, Any]) -> None:
+        """Keep a small JSON document (the phase-duration estimates) for the next start."""
+        text = json.dumps(figures, sort_keys=True, separators=(",", ":"))
+        self._write(lambda db: db.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (f"figures.{name}", text)))
+
+    def figures(self, name: str) -> dict[str, Any]:
+        """What ``save_figures`` kept ({} when nothing, or when it is unreadable)."""
+        with self._lock:
+            if self._db is None:
+                return {}
+            row = self._db.execute("SELECT value FROM meta WHERE key = ?",
+                                   (f"figures.{name}",)).fetchone()
+        if row is None:
+            return {}
+        try:
+            value = json.loads(row[0])
+        except ValueError:
+            return {}
+        return value if isinstance(value, dict) else {}
 
     def probe(self) -> JournalError | None:
         """Write (and drop) a job's worth of bytes; the error if that fails now (readiness)."""
@@ -544,7 +570,7 @@ class Journal:
                 rows = db.execute(
                     "SELECT id, request_id, proof_kind, priority, inputs, inputs_digest,"
                     " traceparent, span_context, attempt, seq, submitted_at, state, error,"
-                    " finished_at"
+                    " finished_at, deadline"
                     f" FROM jobs {sql}", args).fetchall()
                 out = [_job_record(r) for r in rows]
                 for rec in out:
@@ -602,7 +628,7 @@ class Journal:
 def _job_record(r: Sequence[Any]) -> JobRecord:
     """A jobs row as a record; inputs that do not parse or do not match their digest make the
     record ``broken`` (its inputs empty) instead of raising."""
-    rec = JobRecord(r[0], r[1], r[2], r[3], [], *r[5:])
+    rec = JobRecord(r[0], r[1], r[2], r[3], [], *r[5:14], deadline=r[14])
     try:
         inputs = json.loads(r[4])
         if not isinstance(inputs, list) or inputs_digest(inputs) != rec.inputs_digest:

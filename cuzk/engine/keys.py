@@ -197,17 +197,18 @@ class KeyResidency:
         timeout: float | None = None,
         with_partition: bool = True,
         tag: object = None,
+        order: tuple = (),
     ) -> tuple[ResidentKey, Reservation | None]:
         """Block until the kind's key is resident and pinned *and* (``with_partition``) the
         partition's working memory is reserved, granted together. Pair with ``release(key)``
         and the reservation's release. Raises PartitionTooLarge, ReservationAborted,
         TimeoutError or the key's load error. ``tag`` names the waiter in the budget's
-        snapshot (the engine passes the partition)."""
+        snapshot (the engine passes the partition); ``order`` is its scheduler key."""
         start = time.monotonic()
         while True:
             self.need(kind)
             slot, res, created = self._wait_grant(kind, priority, abort, timeout, start,
-                                                  with_partition, tag)
+                                                  with_partition, tag, order)
             try:
                 if created:
                     self._load(slot)
@@ -233,6 +234,7 @@ class KeyResidency:
     def _wait_grant(
         self, kind: str, priority: str, abort: Callable[[], bool] | None,
         timeout: float | None, start: float, with_partition: bool, tag: object = None,
+        order: tuple = (),
     ) -> tuple[ResidentKey, Reservation | None, bool]:
         def needs(n: KindNeed, slot: ResidentKey | None) -> dict[MemoryBudget, int]:
             out = {self._host: (n.working if with_partition else 0)
@@ -267,7 +269,7 @@ class KeyResidency:
         n0 = self.need(kind)
         return self._host.wait_for(
             attempt, n0.working + n0.key_host, PARTITION_CONSUMER if with_partition else CONSUMER,
-            priority, timeout, abort, waiter_detail)
+            priority, timeout, abort, waiter_detail, order)
 
     def _new_slot(self, kind: str, n: KindNeed) -> ResidentKey:
         """Under the lock: a loading slot holding the key's bytes, pinned by its creator."""

@@ -3,7 +3,8 @@
 A budget is a ledger of reservations plus a priority-ordered list of waiters. Rules:
 
 - A request larger than the whole budget fails at once (MemoryRequestTooLarge).
-- Waiters are served strictly in priority order (class rank, then arrival): only the head
+- Waiters are served strictly in priority order (class rank, then the scheduler's ``order``
+  key within the class when the waiter gives one, then arrival): only the head
   waiter may be granted, so a big critical request is never starved by small low ones, and
   nobody behind it is served until it is.
 - The head waiter, when it does not fit, evicts idle evictable holders (resident proving keys
@@ -148,6 +149,7 @@ class _Waiter:
     consumer: str
     attempt: Attempt[Any]
     detail: dict[str, Any] = field(default_factory=dict)
+    order: tuple = ()
 
 
 def choose_victims(needs: dict[MemoryBudget, int], exclude: object = None) -> list[Evictable]:
@@ -219,6 +221,7 @@ class MemoryBudget:
         priority: str = "normal",
         timeout: float | None = None,
         abort: Callable[[], bool] | None = None,
+        order: tuple = (),
     ) -> Reservation:
         """Block until ``nbytes`` fit (evicting idle keys first), then hold them.
 
@@ -241,7 +244,7 @@ class MemoryBudget:
                 return self._grant(nbytes, consumer, None, time.monotonic() - start), []
             return None, choose_victims({self: nbytes})
 
-        return self.wait_for(attempt, nbytes, consumer, priority, timeout, abort)
+        return self.wait_for(attempt, nbytes, consumer, priority, timeout, abort, order=order)
 
     def wait_for(
         self,
@@ -252,20 +255,22 @@ class MemoryBudget:
         timeout: float | None = None,
         abort: Callable[[], bool] | None = None,
         detail: dict[str, Any] | None = None,
+        order: tuple = (),
     ) -> T:
         """Queue as a waiter; when head, run ``attempt`` under the lock until it grants.
 
         ``attempt`` returns (result, []) to grant, (None, victims) after claiming holders to
         evict (their eviction completes here, outside the lock), or (None, []) to wait for a
         change. It may raise (MemoryRequestTooLarge) to withdraw. ``nbytes``/``consumer``/
-        ``detail`` describe the waiter in the snapshot.
+        ``detail`` describe the waiter in the snapshot. ``order``: the scheduler's key
+        (``cuzk.engine.scheduling``) that orders waiters within a priority class.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         me = _Waiter(PRIORITY_RANK.get(priority, len(PRIORITY_RANK)), next(self._ids), nbytes,
-                     consumer, attempt, detail or {})
+                     consumer, attempt, detail or {}, order)
         with self._cond:
             self._waiters.append(me)
-            self._waiters.sort(key=lambda w: (w.rank, w.seq))
+            self._waiters.sort(key=lambda w: (w.rank, w.order, w.seq))
         try:
             while True:
                 victims: list[Evictable] = []

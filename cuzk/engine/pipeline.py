@@ -31,18 +31,19 @@ from cuzk.engine.keys import PARTITION_CONSUMER, KeyResidency
 from cuzk.engine.leases import GpuWorker
 from cuzk.engine.memory import MemoryBudget, ReservationAborted
 from cuzk.engine.queues import WorkQueue
+from cuzk.engine.scheduling import ARRIVAL, DEADLINE, Order, OrderKey, order_key
 from cuzk.engine.settings import EngineSettings
 from cuzk.engine.spans import SpanBook
-from cuzk.protocol import PRIORITY_RANK
 
 log = logging.getLogger(__name__)
 
 GPU_CONSUMER = "gpu_phase"
 
 
-def queue_key(p: Partition) -> tuple[int, int, int]:
-    """Priority class first, then job arrival, then partition index (FIFO within a class)."""
-    return (PRIORITY_RANK[p.job.priority], p.job.seq, p.index)
+def queue_key(p: Partition, order: Order = DEADLINE) -> OrderKey:
+    """The scheduler's key for a partition (cuzk.engine.scheduling): priority class, then the
+    earliest deadline, then arrival, then partition index."""
+    return order_key(p.job.priority, p.job.deadline, p.job.seq, p.index, order)
 
 
 class _Stage:
@@ -179,7 +180,78 @@ class Pipeline:
             with self._stage_lock:
                 self._stage[id(p)] = st
         for p in todo:
-            self.pending.put(p, queue_key(p))
+            self.pending.put(p, self.key(p))
+        if todo and self._preempting:
+            self.host.wake()  # a thread waiting for memory for lower-class work gives way
+
+    @property
+    def _preempting(self) -> bool:
+        s = self.settings
+        return s.preempt_synthesis and s.scheduler != ARRIVAL
+
+    def _outranked(self, p: Partition) -> bool:
+        """Under the budget lock: a partition of a higher class waits for a synthesis thread
+        while this one's thread waits for memory (it holds nothing yet: it gives way)."""
+        if not self._preempting:
+            return False
+        head = self.pending.head_key()
+        return head is not None and head[0] < self.key(p)[0]
+
+    def _make_room(self, p: Partition) -> None:
+        """Preempt synthesis for ``p``: when its working memory does not fit now, withdraw
+        synthesized partitions of a lower class still queued for a GPU (latest in the order
+        first), drop their a/b/c and queue them for synthesis again, until it would fit.
+        Their synthesis is redone later (the price; ``cuzk bench deadlines`` measures it)."""
+        if not self._preempting:
+            return
+        rank = self.key(p)[0]
+        if not any(self.key(q)[0] > rank for q in self.gpu_queue.items()):
+            return
+        try:
+            n = self.keys.need(p.job.proof_kind)
+        except Exception:  # no figures yet: nothing to size the room by
+            return
+        # An evicted key has to come back too.
+        need = n.working + (0 if self.keys.is_resident(p.job.proof_kind) else n.key_host)
+        short = self.host.reserved + need - self.host.total
+        if short <= 0:
+            return
+        victims = sorted((q for q in self.gpu_queue.items() if self.key(q)[0] > rank),
+                         key=self.key, reverse=True)
+        chosen: set[int] = set()
+        for q in victims:
+            if short <= 0:
+                break
+            held = q.reservation.held if q.reservation is not None else 0
+            if held:
+                chosen.add(id(q))
+                short -= held
+        for q in self.gpu_queue.remove_where(lambda q: id(q) in chosen):
+            st = self._st(q)
+            queued = st.queued_scope
+            self.prover.release_abc(q.synthesis)
+            self._release(q)
+            if queued is not None:
+                self._requeue(q, queued)
+
+    def _requeue(self, p: Partition, current: PhaseScope) -> None:
+        """A memory-waiting partition gave its synthesis thread to higher-class work: back to
+        the synthesis queue in its place (it held no memory and no key), counted."""
+        self._release(p)
+        st = self._st(p)
+        st.queued_scope = None
+        st.synth_scope = p.open_phase("queued_synthesis")
+        current.close()
+        self.counters.inc("synthesis_preempted", p.job.proof_kind)
+        if p.span is not None:
+            p.span.set_attribute("cuzk.partition.preempted", True)
+        self.pending.put(p, self.key(p))
+
+    def key(self, p: Partition) -> OrderKey:
+        return queue_key(p, self.settings.scheduler)
+
+    def key_of(self, job: Job, index: int) -> OrderKey:
+        return order_key(job.priority, job.deadline, job.seq, index, self.settings.scheduler)
 
     def _st(self, p: Partition) -> _Stage:
         with self._stage_lock:
@@ -213,21 +285,27 @@ class Pipeline:
         scope = p.open_phase("synthesizing")
         assert st.synth_scope is not None  # opened when it was queued
         st.synth_scope.close()
+        self._make_room(p)
         mem_span = self.spans.start("cuzk.memory.wait", p.span, self._attrs(p))
         try:
             # One grant: the key (pinned) and the working memory together, or nothing held
             # while waiting (cuzk.engine.keys explains why).
             with p.open_phase("waiting_memory", nested=True):
                 p.key, p.reservation = self.keys.admit(
-                    job.proof_kind, job.priority, abort=lambda: job.terminal or self.draining,
-                    tag=p)
+                    job.proof_kind, job.priority,
+                    abort=lambda: job.terminal or self.draining or self._outranked(p),
+                    tag=p, order=self.key(p))
             mem_span.set_attribute("cuzk.memory.bytes", p.reservation.held)
             if self.bus.active:
                 self.bus.publish(MemoryWaited(
                     self.host.name, PARTITION_CONSUMER, p.reservation.waited_s))
         except ReservationAborted:
             self.spans.end(mem_span)
-            return self._abandon(p) if job.terminal else self._park(p, scope)
+            if job.terminal:
+                return self._abandon(p)
+            if self.draining:
+                return self._park(p, scope)
+            return self._requeue(p, scope)
         except Exception as exc:
             self.spans.end(mem_span, exc)
             return self._fail(p, exc)
@@ -248,7 +326,7 @@ class Pipeline:
             return self._abandon(p)
         st.queued_scope = p.open_phase("queued_gpu")
         scope.close()
-        self.gpu_queue.put(p, queue_key(p))
+        self.gpu_queue.put(p, self.key(p))
 
     # ---- GPU workers -------------------------------------------------------------------------
 
@@ -279,7 +357,8 @@ class Pipeline:
         if budget is not None and est.device_bytes:
             try:
                 st.device_reservation = budget.reserve(
-                    est.device_bytes, GPU_CONSUMER, job.priority, abort=lambda: job.terminal)
+                    est.device_bytes, GPU_CONSUMER, job.priority, abort=lambda: job.terminal,
+                    order=self.key(p))
                 if self.bus.active:
                     self.bus.publish(MemoryWaited(
                         budget.name, GPU_CONSUMER, st.device_reservation.waited_s))
@@ -305,7 +384,7 @@ class Pipeline:
                     st.fin_scope = p.open_phase("finalizing")
                     if not self.settings.split_proving:
                         st.fin_done = threading.Event()
-                    self.fin_queue.put(p, queue_key(p))
+                    self.fin_queue.put(p, self.key(p))
                     handed_off = True
                     if st.fin_done is not None:
                         st.fin_done.wait()  # the non-split comparison: hold the lease
@@ -399,6 +478,11 @@ class Pipeline:
         if job.terminal and all(q.outcome is not None for q in job.partitions):
             self._on_job_settled(job)
 
+    def note_missed(self, job: Job) -> None:
+        """Count a missed deadline once per job."""
+        if job.mark_missed():
+            self.counters.inc("deadlines_missed", job.proof_kind)
+
     def finish_job(
         self, job: Job, outcome: str, error: str | None = None, exc: BaseException | None = None
     ) -> bool:
@@ -406,8 +490,12 @@ class Pipeline:
         if not job.conclude(outcome, error):
             return False
         self.counters.inc("jobs_completed", (job.proof_kind, outcome))
+        if job.deadline is not None and (job.finished_at or 0.0) > job.deadline:
+            self.note_missed(job)  # finished late (or cut at the deadline)
         if job.span is not None:
             job.span.set_attribute("cuzk.job.status", outcome)
+            if job.deadline is not None:
+                job.span.set_attribute("cuzk.job.deadline_missed", job.deadline_missed)
         job.error_exc = exc
 
         def mine(q: Partition) -> bool:
@@ -421,7 +509,8 @@ class Pipeline:
         if self.bus.active:  # before waiters wake: they may read what subscribers recorded
             self.bus.publish(JobSettled(
                 job.id, job.proof_kind, job.priority, job.request_id, job.attempt, outcome,
-                error, job.duration_s(), job.trace_id, job.trace_sampled))
+                error, job.duration_s(), job.trace_id, job.trace_sampled, job.deadline,
+                job.finished_at, job.deadline_missed))
         job._done.set()
         if all(q.outcome is not None for q in job.partitions):
             self._on_job_settled(job)

@@ -81,6 +81,13 @@ class WorkQueue(Generic[T]):
                 heapq.heapify(self._heap)
         return out
 
+    def head_key(self) -> tuple | None:
+        """The key of the item ``get`` would return next (None when empty)."""
+        with self._cond:
+            while self._heap and not self._heap[0][3]:
+                heapq.heappop(self._heap)
+            return self._heap[0][0] if self._heap else None
+
     def items(self) -> list[T]:
         with self._cond:
             return [e[2] for e in sorted(self._heap) if e[3]]

@@ -13,7 +13,14 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cuzk.protocol import DEFAULT_PRIORITY, PRIORITIES, PRIORITY_RANK
+from cuzk.engine.scheduling import ORDERS, Order
+from cuzk.protocol import (
+    DEADLINE_ADMISSIONS,
+    DEADLINE_MISS_POLICIES,
+    DEFAULT_PRIORITY,
+    PRIORITIES,
+    PRIORITY_RANK,
+)
 from cuzk.settings_schema import (
     boolean,
     byte_size,
@@ -47,6 +54,10 @@ class ProofKindSettings:
 
     ``r1cs``/``wasm`` None mean the bundled circuit of that name; ``zkey`` None means the
     cached development key in ``EngineSettings.keys_dir`` (generated once on first use).
+    ``deadline_s``: the relative deadline a submit without one gets (None: none);
+    ``on_deadline_miss`` / ``deadline_admission``: see ``cuzk.protocol``; ``phase_seconds``:
+    configured phase durations (phase -> seconds) the predictions start from before any is
+    measured (cuzk.engine.predict).
     """
 
     name: str
@@ -55,12 +66,28 @@ class ProofKindSettings:
     r1cs: Path | None = None
     wasm: Path | None = None
     zkey: Path | None = None
+    deadline_s: float | None = None
+    on_deadline_miss: str = "continue"
+    deadline_admission: str = "accept"
+    phase_seconds: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
         if self.partitions < 1:
             raise ValueError(f"proof kind {self.name!r}: partitions must be >= 1")
         if self.priority not in PRIORITY_RANK:
             raise ValueError(f"proof kind {self.name!r}: priority must be one of {PRIORITIES}")
+        if self.deadline_s is not None and not self.deadline_s > 0:
+            raise ValueError(f"proof kind {self.name!r}: deadline must be positive")
+        if self.on_deadline_miss not in DEADLINE_MISS_POLICIES:
+            raise ValueError(f"proof kind {self.name!r}: on_deadline_miss must be one of "
+                             f"{DEADLINE_MISS_POLICIES}")
+        if self.deadline_admission not in DEADLINE_ADMISSIONS:
+            raise ValueError(f"proof kind {self.name!r}: deadline_admission must be one of "
+                             f"{DEADLINE_ADMISSIONS}")
+        for phase, seconds in self.phase_seconds:
+            if not seconds >= 0:
+                raise ValueError(f"proof kind {self.name!r}: phase_seconds[{phase}] must be "
+                                 ">= 0")
 
 
 @dataclass
@@ -74,7 +101,10 @@ class EngineSettings:
     they are beyond the newest ``job_retention`` or older than ``job_retention_s``; the journal
     follows the same rule; ``cuzk serve`` takes both from [journal]); journal_path (the SQLite
     job journal; None: jobs live in memory only and are lost on exit); record_intervals (keep
-    busy/queue intervals for the benchmark's utilisation figure).
+    busy/queue intervals for the benchmark's utilisation figure); scheduler ("deadline", or
+    "arrival": the order before deadlines, which ignores them entirely, for the benchmark);
+    preempt_synthesis (a synthesis thread waiting for memory for a partition gives way to a
+    partition of a higher class queued for a thread; off only to measure what that buys).
     """
 
     backend: str = setting(
@@ -147,6 +177,8 @@ class EngineSettings:
     job_retention_s: float = 604_800.0
     journal_path: Path | None = None
     record_intervals: bool = False
+    scheduler: Order = "deadline"
+    preempt_synthesis: bool = True
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -154,6 +186,8 @@ class EngineSettings:
         for name in ("gpu_workers_per_device", "synthesis_threads", "finalizer_threads"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
+        if self.scheduler not in ORDERS:
+            raise ValueError(f"scheduler must be one of {ORDERS}, not {self.scheduler!r}")
         if self.memory_budget_bytes is not None and self.memory_budget_bytes <= 0:
             raise ValueError("memory_budget_bytes must be positive")
         for key, kind in self.proof_kinds.items():
@@ -173,6 +207,7 @@ def default_proof_kinds(data_dir: Path | None = None) -> dict[str, ProofKindSett
     for name, c in bundled_circuits(data_dir).items():
         out[name] = ProofKindSettings(
             name=name, partitions=c.partitions, priority=c.priority, r1cs=c.r1cs_path,
-            wasm=c.wasm_path,
+            wasm=c.wasm_path, deadline_s=c.deadline_s, on_deadline_miss=c.on_deadline_miss,
+            deadline_admission=c.deadline_admission,
         )  # fmt: skip
     return out

@@ -60,6 +60,23 @@ class JobView:
     submitted_at: float
     finished_at: float | None
     duration_s: float
+    deadline: float | None = None  # wall clock
+    on_miss: str = "continue"
+    predicted_finish: float | None = None  # wall clock; None once finished or not predicted
+    deadline_missed: bool = False
+    admitted_at_risk: bool = False
+
+    @property
+    def slack_s(self) -> float | None:
+        """Deadline minus predicted finish; None without both."""
+        if self.deadline is None or self.predicted_finish is None:
+            return None
+        return self.deadline - self.predicted_finish
+
+    @property
+    def at_risk(self) -> bool:
+        slack = self.slack_s
+        return self.admitted_at_risk or (slack is not None and slack < 0)
 
     def to_wire(self) -> JobInfo:
         return {
@@ -79,6 +96,14 @@ class JobView:
                 "submitted_at": self.submitted_at,
                 "finished_at": self.finished_at,
                 "duration_ms": round(self.duration_s * 1000.0, 3),
+            },
+            "deadline": None if self.deadline is None else {
+                "at": self.deadline,
+                "predicted_finish": self.predicted_finish,
+                "slack_s": None if self.slack_s is None else round(self.slack_s, 3),
+                "at_risk": self.at_risk,
+                "missed": self.deadline_missed,
+                "on_miss": self.on_miss,  # type: ignore[typeddict-item]
             },
         }
 
@@ -208,6 +233,22 @@ class EngineSnapshot:
     # Journaled proofs not served (proven again): (proof_kind, "checksum"|"verification") -> n.
     journal_proofs_rejected: Mapping[tuple[str, str], int] = field(default_factory=dict)
     journal_lost: bool = False  # the journal file was deleted or replaced under the server
+    deadlines_missed: Mapping[str, int] = field(default_factory=dict)  # proof_kind -> n
+    jobs_rejected: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (kind, reason)
+    # Partitions that gave their synthesis thread or memory to a higher class (proof_kind).
+    synthesis_preempted: Mapping[str, int] = field(default_factory=dict)
+    # Predicted GPU-seconds of queued and running work, by priority (every priority listed).
+    backlog_gpu_seconds: Mapping[str, float] = field(default_factory=dict)
+
+    def min_slack_s(self) -> dict[str, float]:
+        """Least slack among unfinished jobs with a predicted deadline, by priority; a
+        priority with no such job is absent (not zero: nothing is at risk there)."""
+        out: dict[str, float] = {}
+        for j in self.jobs:
+            slack = j.slack_s
+            if j.finished_at is None and slack is not None:
+                out[j.priority] = min(slack, out.get(j.priority, slack))
+        return out
 
     def to_wire(self) -> StatusInfo:
         phases: dict[str, dict[str, int]] = {}
@@ -238,7 +279,10 @@ class EngineSnapshot:
                 "jobs_submitted": dict(self.jobs_submitted),
                 "jobs_completed": {f"{k}/{s}": n for (k, s), n in self.jobs_completed.items()},
                 "worker_partitions": _by_worker_kind(self.worker_partitions),
+                "deadlines_missed": dict(self.deadlines_missed),
+                "jobs_rejected": {f"{k}/{r}": n for (k, r), n in self.jobs_rejected.items()},
             },
+            "backlog_gpu_seconds": {p: round(v, 6) for p, v in self.backlog_gpu_seconds.items()},
         }
 
 

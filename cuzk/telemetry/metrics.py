@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 JOB_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 PHASE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 JOURNAL_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5)
+MARGIN_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600, 1200, 1800)
 WAIT_BUCKETS = (0.0001, 0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300)
 
 
@@ -159,8 +160,55 @@ class EngineCollector:
         yield from (busy, busy_s, lease_age, paused, parts, queued, phases, submitted, completed,
                     recovered, rejected, lost, budget, reserved, waiters, evictions, evicted, keys,
                     build)
+        yield from _deadline_families(s)
         if s is None or s.device_memory:  # absent, not zero, where no device budget exists
             yield from (dev_budget, dev_reserved)
+
+
+def _deadline_families(s: EngineSnapshot | None) -> Iterator[Metric]:
+    """Deadline metrics, read from the snapshot: misses and refusals (engine counters), the
+    least slack per priority (absent where nothing unfinished has a predicted deadline), and
+    the predicted GPU-seconds of queued and running work."""
+    missed = CounterMetricFamily(
+        "cuzk_job_deadline_missed", "Jobs that finished after, or were cut at, their deadline",
+        labels=["proof_kind"])
+    rejected = CounterMetricFamily(
+        "cuzk_jobs_rejected", "Well-formed submits the server refused, by reason (deadline: "
+        "cannot be met; memory: partition too large; unavailable: draining or journal)",
+        labels=["proof_kind", "reason"])
+    slack = GaugeMetricFamily(
+        "cuzk_queue_min_slack_seconds",
+        "Least slack (deadline minus predicted finish) among unfinished jobs with a deadline; "
+        "absent when there is none", labels=["priority"])
+    preempted = CounterMetricFamily(
+        "cuzk_synthesis_preempted",
+        "Partitions of a lower class sent back to the synthesis queue so a higher class got a "
+        "synthesis thread or memory (synthesized ones are synthesized again)",
+        labels=["proof_kind"])
+    nearest = GaugeMetricFamily(
+        "cuzk_queue_next_deadline_seconds",
+        "Seconds until the nearest deadline among unfinished jobs; absent when there is none")
+    backlog = GaugeMetricFamily(
+        "cuzk_backlog_gpu_seconds",
+        "Predicted GPU-seconds of queued and running work (kinds with a known duration)",
+        labels=["priority"])
+    if s is not None:
+        for kind, n in sorted(s.deadlines_missed.items()):
+            missed.add_metric([kind], n)
+        for labels, n in sorted(s.jobs_rejected.items()):
+            rejected.add_metric(list(labels), n)
+        for prio, v in sorted(s.min_slack_s().items()):
+            slack.add_metric([prio], v)
+        for prio, v in sorted(s.backlog_gpu_seconds.items()):
+            backlog.add_metric([prio], v)
+        for kind, n in sorted(s.synthesis_preempted.items()):
+            preempted.add_metric([kind], n)
+        due = [j.deadline for j in s.jobs if j.finished_at is None and j.deadline is not None]
+        if due:
+            nearest.add_metric([], min(due) - s.time)
+    # Declared always; without a deadline queued they carry no sample, so the series is
+    # absent (an alert on them cannot fire on an empty queue), not zero.
+    yield from (missed, rejected, backlog, preempted, slack, nearest)
 
 
 class EngineMetrics:
@@ -185,6 +233,11 @@ class EngineMetrics:
         self.memory_wait = Histogram(
             "cuzk_memory_acquire_wait_seconds", "Time a reservation waited for memory",
             ["consumer"], buckets=WAIT_BUCKETS, registry=self.registry)
+        self.deadline_margin = Histogram(
+            "cuzk_job_deadline_margin_seconds",
+            "Seconds to spare when a job with a deadline finished in time (misses are counted "
+            "in cuzk_job_deadline_missed_total, never observed here)",
+            ["proof_kind"], buckets=MARGIN_BUCKETS, registry=self.registry)
         self.journal_write = Histogram(
             "cuzk_journal_write_seconds",
             "Time one committed job-journal write took (fsync included)",
@@ -230,6 +283,10 @@ class EngineMetrics:
     def _job_settled(self, e: JobSettled) -> None:
         self._child(self.job_duration, (e.proof_kind, e.outcome)).observe(
             e.duration_s, _exemplar(e.trace_id, e.sampled))
+        margin = e.margin_s
+        if margin is not None and e.outcome == "succeeded":  # never a negative value
+            self._child(self.deadline_margin, (e.proof_kind,)).observe(
+                margin, _exemplar(e.trace_id, e.sampled))
 
     def _memory_waited(self, e: MemoryWaited) -> None:
         self._child(self.memory_wait, (e.consumer,)).observe(e.seconds)

@@ -581,6 +581,34 @@ def gpu_workers() -> dict:
                      "GPU queue.", panels, engine_vars())
 
 
+def deadline_panels(sel: str) -> list[dict]:
+    """Deadlines (issue 18): the least slack by priority and the misses by proof kind."""
+    return [
+        row("Deadlines"),
+        timeseries(
+            "Least slack by priority, and deadline misses by proof kind",
+            "Least slack (deadline minus predicted finish) among unfinished jobs with a "
+            "deadline, per priority (cuzk_queue_min_slack_seconds: no line while none is "
+            "queued; below 0 raises CuzkDeadlineAtRisk), and the rate of deadline misses per "
+            "full proof-kind name (cuzk_job_deadline_missed_total, right axis).",
+            "s",
+            [q(f"min by (priority) (cuzk_queue_min_slack_seconds{{{SEL}}})",
+               "slack {{priority}}"),
+             q(f"sum by (proof_kind) (rate(cuzk_job_deadline_missed_total{{{sel}}}"
+               f"[{RI}]))", "missed {{proof_kind}} /s")],
+            minimum=None,
+            overrides=[{"matcher": {"id": "byRegexp", "options": "missed .*"},
+                        "properties": [{"id": "custom.axisPlacement", "value": "right"},
+                                       {"id": "unit", "value": "short"}]}]),
+        timeseries(
+            "GPU backlog by priority",
+            "Predicted GPU-seconds of queued and running work (cuzk_backlog_gpu_seconds), "
+            "the autoscaling signal, against the time to the nearest deadline.", "s",
+            [q(f"sum by (priority) (cuzk_backlog_gpu_seconds{{{SEL}}})", "{{priority}}"),
+             q(f"min(cuzk_queue_next_deadline_seconds{{{SEL}}})", "nearest deadline")]),
+    ]
+
+
 def pipeline() -> dict:
     job = "cuzk_job_duration_seconds"
     phase = "cuzk_partition_phase_duration_seconds"
@@ -675,6 +703,7 @@ def pipeline() -> dict:
             "99th percentile time to write an accepted job to the journal "
             "(cuzk_journal_write_seconds): every submit waits for it.", "s",
             [q(hq(0.99, "cuzk_journal_write_seconds", "instance", SEL), "{{instance}}")]),
+        *deadline_panels(sel),
         row("Traces"),
         traces("Recent slow jobs",
                "The slowest recent cuzk.job traces in Jaeger, longer than the 'Slow job' "

@@ -587,7 +587,50 @@ def alerts() -> dict[str, list[Rule]]:
         "cuzk-latency-slo": slo,
         "cuzk-memory-devices": memory,
         "cuzk-monitoring": monitoring,
+        "cuzk-deadlines": deadline_alerts(),
     }
+
+
+def deadline_alerts() -> list[Rule]:
+    """Deadline-aware scheduling (issue 18). Every expression reads series that exist only
+    while work with a deadline is unfinished (the slack and next-deadline gauges are absent
+    otherwise) or a miss counter that moves only on a miss, so an empty queue or an idle
+    engine never fires them."""
+    pipe = "cuzk-pipeline"
+    return [
+        alert("CuzkDeadlineAtRisk",
+              f"min by ({BY}, priority) (cuzk_queue_min_slack_seconds{{{J}}}) < 0",
+              "The engine predicts that an unfinished job will finish after its deadline: the "
+              "least slack of its priority class is negative.",
+              for_="1m", severity="warning", dashboard=pipe,
+              summary="A {{ $labels.priority }} job on {{ $labels.instance }} is predicted to "
+              "miss its deadline",
+              description="The least slack among unfinished {{ $labels.priority }} jobs with a "
+              "deadline on {{ $labels.instance }} has been below zero for 1 minute "
+              "({{ $value | humanizeDuration }}): at the measured pace a deadline will be "
+              "missed."),
+        alert("CuzkDeadlineMissed",
+              f"sum by ({BY}, proof_kind) "
+              f"(increase(cuzk_job_deadline_missed_total{{{J}}}[10m])) > 0",
+              "A job finished after its deadline, or was cut at it: a lost block reward "
+              "(winning-post) or faulted sectors (window-post).",
+              for_="0m", severity="critical", dashboard=pipe,
+              summary="{{ $labels.proof_kind }} missed a deadline on {{ $labels.instance }}",
+              description="{{ $value | humanize }} {{ $labels.proof_kind }} job(s) on "
+              "{{ $labels.instance }} missed their deadline in the last 10 minutes."),
+        alert("CuzkBacklogWillNotDrainBeforeDeadline",
+              f"sum by ({BY}) (cuzk_backlog_gpu_seconds{{{J}}})\n"
+              f"  / on ({BY}) instance:cuzk_gpu_workers:count{{{J}}}\n"
+              f"> on ({BY})\nmin by ({BY}) (cuzk_queue_next_deadline_seconds{{{J}}})",
+              "The predicted GPU work queued and running, spread over every worker, takes "
+              "longer than the time left to the nearest deadline: add GPUs or shed work.",
+              for_="5m", severity="warning", dashboard=pipe,
+              summary="cuzk {{ $labels.instance }} cannot drain its backlog before the "
+              "nearest deadline",
+              description="On {{ $labels.instance }} the backlog needs "
+              "{{ $value | humanizeDuration }} of GPU time per worker, more than the time left "
+              "to the nearest deadline, for 5 minutes."),
+    ]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -224,7 +224,8 @@ def test_openapi_covers_every_route_and_body(client: TestClient, app: Any) -> No
     body = schema["paths"]["/v1/proofs"]["post"]["requestBody"]["content"]["application/json"]
     assert body["schema"] == {"$ref": "#/components/schemas/SubmitRequest"}
     submit = schema["components"]["schemas"]["SubmitRequest"]
-    assert set(submit["properties"]) == {"proof_kind", "inputs", "request_id", "priority"}
+    assert set(submit["properties"]) == {"proof_kind", "inputs", "request_id", "priority",
+                                         "deadline"}
     assert submit["additionalProperties"] is False
 
     def refs(node: Any) -> list[str]:

@@ -79,7 +79,10 @@ def test_every_job_that_fits_completes_and_the_ledger_is_always_right(scenario):
         for job in accepted:
             assert engine.wait(job.id, BOUND_S).state == "succeeded", (job.state, job.error)
         partitions = sum(len(j.partitions) for j in accepted)
-        assert prover.calls["synthesize"] == partitions
+        # Each partition once, plus once more for each one preempted after its synthesis (a
+        # higher class took its memory: cuzk.engine.pipeline._make_room).
+        preempted = sum(engine.counters.get("synthesis_preempted").values())
+        assert partitions <= prover.calls["synthesize"] <= partitions + preempted
         assert prover.calls["load_key"] <= partitions
         assert wait_until(engine.quiescent, BOUND_S)
         assert engine.host_budget.waiters == 0

@@ -3,6 +3,8 @@ monotonic counters."""
 
 from __future__ import annotations
 
+import time
+
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from cuzk.testing import ScriptedKind, ScriptedProver, make_test_engine, metrics_of, wait_until
@@ -32,8 +34,15 @@ CONTRACT = {
     "cuzk_journal_proofs_rejected": ("counter", {"proof_kind", "reason"}),
     "cuzk_journal_lost": ("gauge", set()),
     "cuzk_journal_write_seconds": ("histogram", set()),
+    "cuzk_job_deadline_missed": ("counter", {"proof_kind"}),
+    "cuzk_job_deadline_margin_seconds": ("histogram", {"proof_kind"}),
+    "cuzk_jobs_rejected": ("counter", {"proof_kind", "reason"}),
+    "cuzk_backlog_gpu_seconds": ("gauge", {"priority"}),
+    "cuzk_synthesis_preempted": ("counter", {"proof_kind"}),
 }
 HIST_EXTRA = {"le"}
+# Declared but without samples unless a job with a deadline is unfinished (absent, not zero).
+ABSENT_WHEN_IDLE = {"cuzk_queue_min_slack_seconds", "cuzk_queue_next_deadline_seconds"}
 KINDS = {"winning-post": (1, "critical"), "snap-update": (4, "normal")}
 
 
@@ -57,7 +66,7 @@ def test_exposition_matches_contract_with_exemplars_and_no_job_ids():
     engine, _, _ = make_test_engine(KINDS)
     with engine:
         jobs = [
-            engine.submit("winning-post", [{"tag": "w"}]),
+            engine.submit("winning-post", [{"tag": "w"}], deadline=time.time() + 60),
             engine.submit("snap-update", [{"tag": str(i)} for i in range(4)]),
         ]
         for j in jobs:
@@ -79,8 +88,9 @@ def test_exposition_matches_contract_with_exemplars_and_no_job_ids():
             names = set(s.labels) - (HIST_EXTRA if mtype == "histogram" else set())
             assert names == labels, (name, s.labels)
             assert not (set(s.labels.values()) & job_ids)
-    extra = {n for n in fams if n.startswith("cuzk_")} - set(CONTRACT)
+    extra = {n for n in fams if n.startswith("cuzk_")} - set(CONTRACT) - ABSENT_WHEN_IDLE
     assert extra == set(), extra  # NVML metrics absent without NVML
+    assert all(not fams[n].samples for n in ABSENT_WHEN_IDLE if n in fams)
 
     kinds = {s.labels["proof_kind"] for s in fams["cuzk_jobs_submitted"].samples}
     assert kinds == {"winning-post", "snap-update"}  # full names, never shortened

@@ -1,0 +1,354 @@
+"""``cuzk bench deadlines``: a compressed Filecoin day on the scripted prover, old order vs new.
+
+Model (seconds of the Filecoin day; ``--scale`` real seconds per model second, default 1/200,
+so a 30 s epoch takes 0.15 s and an hour 18 s):
+
+- winning-post: at random epochs (each epoch with probability ``WINNING_P``), deadline 20 s
+  after the epoch starts;
+- window-post: a deadline every 30 min, its challenge known 40 min before the window closes;
+  ``WINDOW_JOBS`` one-partition jobs per deadline, submitted in batches over the first 20 min
+  after the challenge, each with the window's close as deadline;
+- background: porep-c2 (10 partitions) and snap-update (16 partitions), Poisson arrivals that
+  bring the offered GPU load to 70 %, 90 % or 110 % of the GPU workers' capacity.
+
+Per-partition phase costs (``COSTS``, model seconds, each call drawn +-20 % around them) are the
+scripted prover's; nothing is measured on a GPU. The host memory budget holds about
+``MEMORY_PARTITIONS`` partitions' working memory besides the keys, so synthesis runs ahead of
+the GPUs only so far (memory waits are real).
+
+Each configuration runs twice in one process on the same arrivals: ``old``, today's order
+(priority, then arrival; deadlines ignored: no miss policy, no admission) and ``new``, the
+deadline scheduler (earliest deadline first within a class, cancel-on-miss, admission,
+synthesis preemption) and ``new-nopreempt``, the same without synthesis preemption (what
+preemption buys). Two
+priority settings: ``bundled`` (winning-post critical, window-post high, background normal) and
+``flat`` (every kind normal, as an operator who never set priorities has). Printed per run:
+deadlines missed per kind, winning-post latency p50/p99, GPU busy fraction, background
+throughput, prediction error (median / p95 of |predicted - actual finish|, predicted at
+submit), refusals, and the p99 time a critical partition waited for a synthesis thread or for
+memory (the most that preempting lower-priority synthesis could give back).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import statistics
+import threading
+import time
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cuzk.engine.backend import PartitionMemory
+from cuzk.engine.engine import Engine
+from cuzk.engine.scheduling import ARRIVAL, DEADLINE, Order
+from cuzk.engine.settings import EngineSettings, ProofKindSettings
+from cuzk.errors import DeadlineInfeasible, InputError
+
+# Model seconds per partition: (synthesis, GPU, finalize).
+COSTS: dict[str, tuple[float, float, float]] = {
+    "winning-post": (0.5, 2.0, 0.2),
+    "window-post": (2.0, 6.0, 0.3),
+    "porep-c2": (3.0, 10.0, 0.5),
+    "snap-update": (1.0, 4.0, 0.3),
+}
+PARTITIONS = {"winning-post": 1, "window-post": 1, "porep-c2": 10, "snap-update": 16}
+BUNDLED_PRIORITY = {"winning-post": "critical", "window-post": "high", "porep-c2": "normal",
+                    "snap-update": "normal"}
+POLICIES = {  # (on_deadline_miss, deadline_admission), as the bundled kinds have them
+    "winning-post": ("cancel", "reject"), "window-post": ("cancel", "accept"),
+    "porep-c2": ("continue", "accept"), "snap-update": ("continue", "accept"),
+}
+DEADLINE_KINDS = ("winning-post", "window-post")
+BACKGROUND = ("porep-c2", "snap-update")
+EPOCH_S = 30.0
+WINNING_DEADLINE_S = 20.0
+WINNING_P = 0.2
+WINDOW_EVERY_S = 1800.0
+WINDOW_SPAN_S = 2400.0  # challenge to close
+WINDOW_JOBS = 40
+WINDOW_BATCHES = 4
+WINDOW_SPREAD_S = 1200.0
+GPU_WORKERS = 2
+SYNTH_THREADS = 4
+MEMORY_PARTITIONS = 12
+JITTER = 0.2
+LOADS = (0.7, 0.9, 1.1)
+
+
+@dataclass(frozen=True)
+class Arrival:
+    at: float  # model seconds from start
+    kind: str
+    deadline: float | None  # model seconds from start
+
+
+def gpu_seconds(kind: str) -> float:
+    return COSTS[kind][1] * PARTITIONS[kind]
+
+
+def arrivals(hours: float, load: float, seed: int) -> list[Arrival]:
+    """The day's submissions: deadline work, then background filling the load."""
+    rng = random.Random(seed)
+    span = hours * 3600.0
+    out: list[Arrival] = []
+    t = 0.0
+    while t < span:  # winning-post at random epochs
+        if rng.random() < WINNING_P:
+            out.append(Arrival(t + rng.uniform(0, 1.0), "winning-post",
+                               t + WINNING_DEADLINE_S))
+        t += EPOCH_S
+    challenge = 60.0
+    while challenge < span:
+        close = challenge + WINDOW_SPAN_S
+        per = WINDOW_JOBS // WINDOW_BATCHES
+        for b in range(WINDOW_BATCHES):
+            at = challenge + b * WINDOW_SPREAD_S / WINDOW_BATCHES
+            out += [Arrival(at, "window-post", close) for _ in range(per)]
+        challenge += WINDOW_EVERY_S
+    deadline_gpu = sum(gpu_seconds(a.kind) for a in out)
+    want = load * GPU_WORKERS * span - deadline_gpu
+    mean_bg = statistics.mean(gpu_seconds(k) for k in BACKGROUND)
+    rate = max(0.0, want / mean_bg / span)  # background jobs per model second
+    t = rng.expovariate(rate) if rate else span
+    while t < span:
+        out.append(Arrival(t, rng.choice(BACKGROUND), None))
+        t += rng.expovariate(rate)
+    return sorted(out, key=lambda a: a.at)
+
+
+def scripted(scale: float) -> Any:
+    from cuzk.testing import ScriptedKind, ScriptedProver
+
+    mib = 1 << 20
+    prover = ScriptedProver({k: ScriptedKind(host_bytes=8 * mib,
+                                             estimate=PartitionMemory(mib, mib // 2, 0))
+                             for k in COSTS})
+
+    def cost(step: int) -> Callable[[Mapping[str, Any]], float]:
+        def delay(inputs: Mapping[str, Any]) -> float:
+            tag = str(inputs.get("tag", ""))
+            jitter = 1.0 + JITTER * (2 * (zlib.crc32(f"{tag}/{step}".encode()) / 2**32) - 1)
+            return COSTS[str(inputs["kind"])][step] * jitter * scale
+        return delay
+
+    prover.delay("synthesize", cost(0))
+    prover.delay("gpu", cost(1))
+    prover.delay("finalize", cost(2))
+    return prover
+
+
+def settings(order: Order, flat: bool, preempt: bool = True) -> EngineSettings:
+    mib = 1 << 20
+    kinds = {
+        k: ProofKindSettings(k, PARTITIONS[k], "normal" if flat else BUNDLED_PRIORITY[k],
+                             on_deadline_miss=POLICIES[k][0], deadline_admission=POLICIES[k][1])
+        for k in COSTS
+    }
+    return EngineSettings(
+        backend="cpu", gpu_workers_per_device=GPU_WORKERS, synthesis_threads=SYNTH_THREADS,
+        finalizer_threads=2, memory_budget_bytes=len(COSTS) * 8 * mib + MEMORY_PARTITIONS * mib,
+        proof_kinds=kinds, metrics_enabled=False, tracing_enabled=False, scheduler=order,
+        preempt_synthesis=preempt, record_intervals=True)
+
+
+@dataclass
+class Run:
+    name: str
+    wall_model_s: float = 0.0
+    submitted: dict[str, int] = field(default_factory=dict)
+    missed: dict[str, int] = field(default_factory=dict)
+    rejected: dict[str, int] = field(default_factory=dict)
+    winning_latency: list[float] = field(default_factory=list)
+    busy: float = 0.0
+    background_gpu_s: float = 0.0
+    error: dict[str, list[float]] = field(default_factory=dict)
+    critical_wait: list[float] = field(default_factory=list)
+    lag_s: float = 0.0  # the driver's worst lag behind the plan (model seconds)
+    passed_at_submit: int = 0  # deadline already gone when the lagging driver submitted
+
+    def figures(self) -> dict[str, Any]:
+        return {
+            "submitted": self.submitted, "missed": self.missed, "rejected": self.rejected,
+            "winning_p50_s": pct(self.winning_latency, 50),
+            "winning_p99_s": pct(self.winning_latency, 99),
+            "gpu_busy": round(self.busy, 4),
+            "background_gpu_s_per_s": round(self.background_gpu_s / self.wall_model_s, 4)
+            if self.wall_model_s else 0.0,
+            "prediction_abs_error_s": {k: {"p50": pct(v, 50), "p95": pct(v, 95), "n": len(v)}
+                                       for k, v in sorted(self.error.items())},
+            "critical_wait_p99_s": pct(self.critical_wait, 99),
+            "driver_lag_max_s": round(self.lag_s, 3),
+            "passed_at_submit": self.passed_at_submit,
+        }
+
+
+def pct(xs: Sequence[float], q: float) -> float:
+    if not xs:
+        return math.nan
+    s = sorted(xs)
+    k = (len(s) - 1) * q / 100.0
+    lo, hi = int(k), min(int(k) + 1, len(s) - 1)
+    return round(s[lo] + (s[hi] - s[lo]) * (k - lo), 3)
+
+
+def run_once(name: str, order: Order, flat: bool, plan: Sequence[Arrival], hours: float,
+             scale: float, preempt: bool = True) -> Run:
+    """One engine over the plan, in real time scaled by ``scale``; figures in model seconds."""
+    engine = Engine(settings(order, flat, preempt), scripted(scale))
+    engine.start()
+    out = Run(name)
+    try:
+        for kind in COSTS:  # warm up: keys resident, one measured job per kind
+            engine.preload(kind)
+            n = PARTITIONS[kind]
+            job = engine.submit(kind, [{"kind": kind, "tag": f"warm{kind}{i}"} for i in range(n)])
+            engine.wait(job.id, 600)
+        busy0 = sum(w.view(False).busy_seconds for w in engine.workers)
+        t0_wall = time.time()
+        t0 = time.monotonic()
+        jobs: list[tuple[Arrival, Any, float | None]] = []
+        for i, a in enumerate(plan):
+            left = t0 + a.at * scale - time.monotonic()
+            if left > 0:
+                time.sleep(left)
+            out.lag_s = max(out.lag_s, (time.monotonic() - t0) / scale - a.at)
+            out.submitted[a.kind] = out.submitted.get(a.kind, 0) + 1
+            dl = None if a.deadline is None else t0_wall + a.deadline * scale
+            parts = [{"kind": a.kind, "tag": f"{i}.{p}"} for p in range(PARTITIONS[a.kind])]
+            try:
+                job = engine.submit(a.kind, parts, deadline=dl)
+            except DeadlineInfeasible:
+                out.rejected[a.kind] = out.rejected.get(a.kind, 0) + 1
+                continue
+            except InputError:  # the driver fell behind past the deadline: the harness's fault
+                out.passed_at_submit += 1
+                continue
+            predicted = engine.predicted_finish(job.id) if dl is not None else None
+            jobs.append((a, job, predicted))
+        end = t0 + hours * 3600.0 * scale
+        for a, job, _ in jobs:  # deadline work settles (by its deadline under the new order)
+            if a.deadline is not None:
+                job.wait(max(0.0, t0 + (a.deadline * 1.5) * scale - time.monotonic()) + 5.0)
+        stop = max(end, time.monotonic())
+        if stop > time.monotonic():
+            time.sleep(stop - time.monotonic())
+        wall = time.monotonic() - t0
+        out.wall_model_s = wall / scale
+        busy = sum(w.view(False).busy_seconds for w in engine.workers) - busy0
+        out.busy = busy / (wall * len(engine.workers))
+        for a, job, predicted in jobs:
+            info = job.view()
+            if job.deadline is not None:
+                late = (info.finished_at is None and time.time() > job.deadline) or \
+                    job.deadline_missed
+                if late:
+                    out.missed[a.kind] = out.missed.get(a.kind, 0) + 1
+                if predicted is not None and info.finished_at is not None and \
+                        info.state == "succeeded":
+                    out.error.setdefault(a.kind, []).append(
+                        abs(info.finished_at - predicted) / scale)
+            if a.kind == "winning-post" and info.finished_at is not None:
+                out.winning_latency.append(info.duration_s / scale)
+                for p in info.partitions:
+                    waited = p.phase_ms.get("queued_synthesis", 0.0) + \
+                        p.phase_ms.get("waiting_memory", 0.0)
+                    out.critical_wait.append(waited / 1000.0 / scale)
+            if a.kind in BACKGROUND:
+                done = sum(1 for p in info.partitions if p.phase == "done")
+                out.background_gpu_s += done * COSTS[a.kind][1]
+        return out
+    finally:
+        engine.shutdown(5)
+
+
+def run_bench(hours: float = 1.0, scale: float = 1 / 200, seed: int = 1,
+              loads: Sequence[float] = LOADS, scenarios: Sequence[str] = ("bundled", "flat"),
+              echo: Callable[[str], None] = print) -> dict[str, Any]:
+    figures: dict[str, Any] = {"hours": hours, "scale": scale, "seed": seed, "runs": {}}
+    for scenario in scenarios:
+        for load in loads:
+            plan = arrivals(hours, load, seed)
+            results = []
+            for name, order, preempt in (("old", ARRIVAL, False), ("new", DEADLINE, True),
+                                         ("new-nopreempt", DEADLINE, False)):
+                echo(f"  {scenario} priorities, load {load:.0%}, {name} order: "
+                     f"{len(plan)} jobs over {hours * 3600 * scale:.0f} s ...")
+                results.append(run_once(name, order, scenario == "flat", plan, hours, scale,
+                                        preempt))
+            key = f"{scenario}/{load:.0%}"
+            figures["runs"][key] = {r.name: r.figures() for r in results}
+            echo(table(key, results))
+    return figures
+
+
+def table(title: str, runs: Sequence[Run]) -> str:
+    rows: list[tuple[str, list[str]]] = []
+    f = [r.figures() for r in runs]
+    for kind in (*DEADLINE_KINDS, *BACKGROUND):
+        rows.append((f"{kind} missed/submitted",
+                     [f"{x['missed'].get(kind, 0)}/{x['submitted'].get(kind, 0)}" for x in f]))
+    for kind in DEADLINE_KINDS:
+        rows.append((f"{kind} refused", [str(x["rejected"].get(kind, 0)) for x in f]))
+    rows += [
+        ("winning-post p50 s", [f"{x['winning_p50_s']:.2f}" for x in f]),
+        ("winning-post p99 s", [f"{x['winning_p99_s']:.2f}" for x in f]),
+        ("GPU busy fraction", [f"{x['gpu_busy']:.3f}" for x in f]),
+        ("background GPU-s/s", [f"{x['background_gpu_s_per_s']:.3f}" for x in f]),
+        ("winning synth+mem wait p99 s", [f"{x['critical_wait_p99_s']:.2f}" for x in f]),
+        ("driver lag max s (passed)", [f"{x['driver_lag_max_s']:.1f} ({x['passed_at_submit']})"
+                                       for x in f]),
+    ]
+    for kind in DEADLINE_KINDS:
+        rows.append((f"{kind} pred. |err| p50/p95 s", [
+            "{p50:.2f}/{p95:.2f}".format(**x["prediction_abs_error_s"].get(
+                kind, {"p50": math.nan, "p95": math.nan})) for x in f]))
+    width0 = max(len(r[0]) for r in rows)
+    widths = [max(len(r.name), *(len(row[1][i]) for row in rows)) for i, r in enumerate(runs)]
+    lines = [title, "  ".join([" " * width0, *(r.name.rjust(w) for r, w in
+                                              zip(runs, widths, strict=True))])]
+    for label, vals in rows:
+        lines.append("  ".join([label.ljust(width0),
+                                *(v.rjust(w) for v, w in zip(vals, widths, strict=True))]))
+    return "\n".join(lines)
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "deadlines",
+        help="a compressed Filecoin day on the scripted prover: today's priority-then-arrival "
+        "order against the deadline scheduler at 70/90/110%% load")
+    p.add_argument("--hours", type=float, default=1.0, help="model hours of the day to run")
+    p.add_argument("--scale", type=float, default=1 / 200,
+                   help="real seconds per model second (default 1/200: an hour in 18 s)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--loads", default="0.7,0.9,1.1", help="offered loads, fractions of capacity")
+    p.add_argument("--scenarios", default="bundled,flat",
+                   help="priority settings: bundled, flat (every kind normal)")
+    p.add_argument("--json", type=Path, help="also write the figures as JSON here")
+    p.set_defaults(func=_run)
+
+
+def _run(args: Any) -> int:
+    loads = [float(x) for x in str(args.loads).split(",") if x.strip()]
+    scenarios = [x.strip() for x in str(args.scenarios).split(",") if x.strip()]
+    bad = [s for s in scenarios if s not in ("bundled", "flat")]
+    if bad or not loads or any(not 0 < x < 5 for x in loads) or not args.hours > 0 \
+            or not args.scale > 0:
+        print("cuzk bench deadlines: --scenarios takes bundled,flat; --loads fractions in "
+              "(0, 5); --hours and --scale positive")
+        return 2
+    lock = threading.Lock()
+
+    def echo(line: str) -> None:
+        with lock:
+            print(line, flush=True)
+
+    figures = run_bench(args.hours, args.scale, args.seed, loads, scenarios, echo)
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    return 0

@@ -1,0 +1,193 @@
+"""Finish-time predictions: streaming per-kind phase durations, and the queue played forward.
+
+``PhaseEstimates`` keeps, per proof kind, an exponentially weighted mean of each measured
+partition phase (``synthesizing`` without its memory wait, ``proving``, ``finalizing``). It
+starts from the figures the journal kept from the last run, else from the kind's configured
+``phase_seconds``, else knows nothing: a kind without a figure is never predicted (no
+hard-coded constant stands in for a measurement).
+
+``predict`` plays the engine's queues forward from now: synthesis threads and GPU workers
+take the unfinished partitions in the scheduler's order (cuzk.engine.scheduling), each for its
+estimated duration less the time it has already spent in its current phase. It ignores memory
+waits and treats a kind without figures as taking no time, so it is optimistic under memory
+pressure; the benchmark prints its error against the measured finish.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from cuzk.protocol import PREDICTED_PHASES
+
+__all__ = ["PREDICTED_PHASES", "Item", "PhaseEstimates", "predict", "seed_from"]
+ALPHA = 0.2
+"""Weight of the newest measurement: about the last ten partitions of a kind count."""
+
+
+class PhaseEstimates:
+    """Per proof kind and phase: a streaming mean of measured seconds (thread-safe)."""
+
+    def __init__(self, alpha: float = ALPHA) -> None:
+        if not 0 < alpha <= 1:
+            raise ValueError("alpha must be in (0, 1]")
+        self.alpha = alpha
+        self._lock = threading.Lock()
+        self._mean: dict[tuple[str, str], float] = {}
+        self._count: dict[tuple[str, str], int] = {}
+
+    def seed(self, kind: str, phase: str, seconds: float) -> None:
+        """A starting figure (configured, or the journal's); a measurement replaces it."""
+        if phase in PREDICTED_PHASES and math.isfinite(seconds) and seconds >= 0:
+            with self._lock:
+                self._mean.setdefault((kind, phase), float(seconds))
+
+    def observe(self, kind: str, phase: str, seconds: float) -> None:
+        """One measured phase; anything not a finite non-negative number is ignored."""
+        if phase not in PREDICTED_PHASES or not math.isfinite(seconds) or seconds < 0:
+            return
+        key = (kind, phase)
+        with self._lock:
+            n = self._count.get(key, 0)
+            old = self._mean.get(key)
+            # The first measurement replaces a seed; then the mean moves by alpha.
+            self._mean[key] = seconds if n == 0 or old is None else \
+                old + self.alpha * (seconds - old)
+            self._count[key] = n + 1
+
+    def get(self, kind: str, phase: str) -> float | None:
+        with self._lock:
+            return self._mean.get((kind, phase))
+
+    def known(self, kind: str) -> bool:
+        """A figure for every predicted phase of the kind."""
+        with self._lock:
+            return all((kind, ph) in self._mean for ph in PREDICTED_PHASES)
+
+    def figures(self) -> dict[str, dict[str, float]]:
+        """kind -> phase -> seconds: what the journal keeps for the next start."""
+        out: dict[str, dict[str, float]] = {}
+        with self._lock:
+            for (kind, phase), v in self._mean.items():
+                out.setdefault(kind, {})[phase] = v
+        return out
+
+    def measured(self, kind: str, phase: str) -> int:
+        with self._lock:
+            return self._count.get((kind, phase), 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One unsettled partition: its job, kind, scheduler key, phase and seconds in it."""
+
+    job: str
+    kind: str
+    priority: str
+    key: tuple
+    phase: str
+    elapsed: float = 0.0
+
+
+def _left(est: float, elapsed: float) -> float:
+    return max(0.0, est - max(0.0, elapsed))
+
+
+def predict(
+    now: float,
+    items: Iterable[Item],
+    estimates: PhaseEstimates,
+    gpu_workers: int,
+    synthesis_threads: int,
+) -> tuple[dict[str, float | None], dict[str, float]]:
+    """(job -> predicted finish or None when a kind of it has no figures, priority -> GPU
+    seconds of backlog). ``now`` and the finish times are on one clock (the caller's)."""
+    figs: dict[str, tuple[float, float, float] | None] = {}
+
+    def durations(kind: str) -> tuple[float, float, float] | None:
+        if kind not in figs:
+            vals = [estimates.get(kind, ph) for ph in PREDICTED_PHASES]
+            figs[kind] = None if any(v is None for v in vals) else \
+                (max(0.0, vals[0] or 0.0), max(0.0, vals[1] or 0.0), max(0.0, vals[2] or 0.0))
+        return figs[kind]
+
+    finish: dict[str, float] = {}
+    unknown: set[str] = set()
+    backlog: dict[str, float] = {}
+    gpu_busy: list[float] = []  # when each worker holding a partition frees
+    synth_busy: list[float] = []
+    to_synth: list[Item] = []
+    ready: list[tuple[tuple, float, Item]] = []  # (key, ready time, item) for the GPU
+
+    def done(item: Item, t: float) -> None:
+        finish[item.job] = max(finish.get(item.job, t), t)
+
+    def add(priority: str, seconds: float) -> None:
+        backlog[priority] = backlog.get(priority, 0.0) + seconds
+
+    for it in sorted(items, key=lambda i: i.key):
+        d = durations(it.kind)
+        if d is None:
+            unknown.add(it.job)
+            d = (0.0, 0.0, 0.0)
+        s, g, f = d
+        if it.phase in ("queued_synthesis", "waiting_memory"):
+            to_synth.append(it)
+            add(it.priority, g)
+        elif it.phase == "synthesizing":
+            t = now + _left(s, it.elapsed)
+            synth_busy.append(t)
+            ready.append((it.key, t, it))
+            add(it.priority, g)
+        elif it.phase == "queued_gpu":
+            ready.append((it.key, now, it))
+            add(it.priority, g)
+        elif it.phase == "proving":
+            left = _left(g, it.elapsed)
+            gpu_busy.append(now + left)
+            done(it, now + left + f)
+            add(it.priority, left)
+        elif it.phase == "finalizing":
+            done(it, now + _left(f, it.elapsed))
+    synth = _slots(now, synth_busy, synthesis_threads)
+    for it in to_synth:  # already in scheduler order
+        s = (durations(it.kind) or (0.0, 0.0, 0.0))[0]
+        start = heapq.heappop(synth)
+        heapq.heappush(synth, start + s)
+        ready.append((it.key, start + s, it))
+    gpu = _slots(now, gpu_busy, gpu_workers)
+    for _key, t, it in sorted(ready, key=lambda r: r[0]):
+        _s, g, f = durations(it.kind) or (0.0, 0.0, 0.0)
+        start = max(heapq.heappop(gpu), t)
+        heapq.heappush(gpu, start + g)
+        done(it, start + g + f)
+    out: dict[str, float | None] = {
+        job: (None if job in unknown else t) for job, t in finish.items()}
+    for job in unknown:
+        out[job] = None
+    return out, backlog
+
+
+def _slots(now: float, busy: list[float], n: int) -> list[float]:
+    """A heap of when each of ``n`` threads is next free (more busy ones than ``n``, as in a
+    drain, queue behind each other)."""
+    heap = sorted(busy)[:max(1, n)]
+    heap += [now] * (max(1, n) - len(heap))
+    for extra in sorted(busy)[max(1, n):]:
+        t = heapq.heappop(heap)
+        heapq.heappush(heap, max(t, extra))
+    heapq.heapify(heap)
+    return heap
+
+
+def seed_from(estimates: PhaseEstimates, table: Mapping[str, Mapping[str, float]]) -> None:
+    """Seed every (kind, phase) figure of ``table`` (the journal's, or configured)."""
+    for kind, phases in table.items():
+        for phase, seconds in phases.items():
+            try:
+                estimates.seed(kind, phase, float(seconds))
+            except (TypeError, ValueError):
+                continue

@@ -1,0 +1,84 @@
+"""Phase-duration estimates and finish predictions (cuzk.engine.predict)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cuzk.engine.predict import PREDICTED_PHASES, Item, PhaseEstimates, predict
+from cuzk.protocol import PRIORITIES
+
+any_float = st.floats(allow_nan=True, allow_infinity=True)
+
+
+@given(st.lists(st.tuples(st.sampled_from(PREDICTED_PHASES), any_float), max_size=50))
+def test_an_estimate_is_never_negative_nor_non_finite(observations):
+    est = PhaseEstimates()
+    est.seed("k", "proving", -3.0)  # a bad seed is ignored too
+    for phase, seconds in observations:
+        est.observe("k", phase, seconds)
+    for phase in PREDICTED_PHASES:
+        v = est.get("k", phase)
+        assert v is None or (math.isfinite(v) and v >= 0)
+
+
+def test_a_measurement_replaces_the_seed_then_the_mean_moves():
+    est = PhaseEstimates(alpha=0.5)
+    est.seed("k", "proving", 10.0)
+    assert est.get("k", "proving") == 10.0
+    est.observe("k", "proving", 2.0)
+    assert est.get("k", "proving") == 2.0
+    est.observe("k", "proving", 4.0)
+    assert est.get("k", "proving") == 3.0
+    assert est.measured("k", "proving") == 2
+
+
+def known(s: float, g: float, f: float) -> PhaseEstimates:
+    est = PhaseEstimates()
+    for phase, v in zip(PREDICTED_PHASES, (s, g, f), strict=True):
+        est.seed("k", phase, v)
+    return est
+
+
+def test_queue_played_forward_on_two_workers():
+    est = known(1.0, 2.0, 0.5)
+    items = [Item(f"j{i}", "k", "normal", (2, math.inf, i, 0), "queued_gpu") for i in range(4)]
+    finish, backlog = predict(100.0, items, est, gpu_workers=2, synthesis_threads=2)
+    assert finish == {"j0": 102.5, "j1": 102.5, "j2": 104.5, "j3": 104.5}
+    assert backlog == {"normal": 8.0}
+
+
+def test_running_partition_counts_only_what_is_left():
+    est = known(1.0, 2.0, 0.5)
+    items = [Item("a", "k", "high", (1, 5.0, 0, 0), "proving", elapsed=1.5),
+             Item("b", "k", "high", (1, 6.0, 1, 0), "queued_synthesis")]
+    finish, backlog = predict(0.0, items, est, gpu_workers=1, synthesis_threads=1)
+    assert finish["a"] == pytest.approx(1.0)  # 0.5 s of GPU left, then 0.5 s finalize
+    assert finish["b"] == pytest.approx(3.5)  # synthesized by 1.0, GPU from 1.0 to 3.0
+    assert backlog["high"] == pytest.approx(2.5)
+
+
+def test_an_unknown_kind_is_not_predicted():
+    est = known(1.0, 2.0, 0.5)
+    finish, _ = predict(0.0, [Item("x", "other", "low", (3, math.inf, 0, 0), "queued_gpu")],
+                        est, 1, 1)
+    assert finish == {"x": None}
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(PRIORITIES),
+                       st.sampled_from(["queued_synthesis", "synthesizing", "queued_gpu",
+                                        "proving", "finalizing"]),
+                       st.floats(0, 100)), min_size=1, max_size=25),
+    st.integers(1, 4), st.integers(1, 4),
+)
+def test_predictions_are_never_before_now_and_backlog_never_negative(parts, workers, threads):
+    est = known(0.3, 1.0, 0.2)
+    items = [Item(f"j{i}", "k", prio, (PRIORITIES.index(prio), math.inf, i, 0), phase, el)
+             for i, (prio, phase, el) in enumerate(parts)]
+    finish, backlog = predict(50.0, items, est, workers, threads)
+    assert all(t is not None and t >= 50.0 for t in finish.values())
+    assert all(v >= 0 for v in backlog.values())

@@ -1,0 +1,43 @@
+"""Deadline metrics: least slack is read at scrape and absent without deadlines; misses count."""
+
+from __future__ import annotations
+
+import time
+
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+from cuzk.engine.settings import ProofKindSettings as K
+from cuzk.testing import make_test_engine, metrics_of, wait_until
+
+FIGS = (("synthesizing", 0.0), ("proving", 2.0), ("finalizing", 0.0))
+KINDS = {"wp": K("wp", 1, "high", on_deadline_miss="cancel", phase_seconds=FIGS),
+         "bg": (1, "normal")}
+
+
+def samples(engine, name):
+    text = metrics_of(engine).render(openmetrics_format=True)[0].decode()
+    return {tuple(sorted(s.labels.items())): s.value
+            for f in text_string_to_metric_families(text) for s in f.samples if s.name == name}
+
+
+def test_min_slack_is_absent_when_idle_and_read_from_the_queue():
+    engine, prover, _ = make_test_engine(KINDS, gpu_workers_per_device=1)
+    with engine:
+        assert samples(engine, "cuzk_queue_min_slack_seconds") == {}
+        gate = prover.hold("gpu", "b")
+        busy = engine.submit("bg", [{"tag": "b"}])
+        assert gate.wait_entered()
+        assert samples(engine, "cuzk_queue_min_slack_seconds") == {}  # no deadline queued
+        job = engine.submit("wp", [{"tag": "w"}], deadline=time.time() + 0.5)
+        slack = samples(engine, "cuzk_queue_min_slack_seconds")
+        assert list(slack) == [(("priority", "high"),)]
+        assert slack[(("priority", "high"),)] < 0  # 2 s of GPU predicted, 0.5 s left
+        assert samples(engine, "cuzk_backlog_gpu_seconds")[(("priority", "high"),)] == 2.0
+        assert wait_until(lambda: job.terminal, 10)
+        gate.release()
+        engine.wait(busy.id, 10)
+        assert wait_until(engine.quiescent)
+        assert samples(engine, "cuzk_queue_min_slack_seconds") == {}
+        assert samples(engine, "cuzk_job_deadline_missed_total")[(("proof_kind", "wp"),)] == 1
+        margins = samples(engine, "cuzk_job_deadline_margin_seconds_count")
+        assert margins.get((("proof_kind", "wp"),), 0) == 0  # a miss is never observed
