@@ -47,11 +47,12 @@ from cuzk.protocol import TERMINAL_STATES
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 3
-MIGRATIONS: dict[int, str] = {
-    # from version N to N + 1 (a file of an older version is upgraded when opened, in the
-    # opening transaction, so a journal is migrated whole or not at all)
-    1: "ALTER TABLE partitions ADD COLUMN digest TEXT;",
-    2: "ALTER TABLE jobs ADD COLUMN deadline REAL;",
+MIGRATIONS: dict[int, tuple[str, str, str]] = {
+    # from version N to N + 1, the column it adds: (table, column, type). A file of an older
+    # version is upgraded when opened, in the opening transaction (migrated whole or not at
+    # all); a column already there is not added twice.
+    1: ("partitions", "digest", "TEXT"),
+    2: ("jobs", "deadline", "REAL"),
 }
 APPLICATION_ID = 0x637A6B4A  # "czkJ": marks the file as a cuzk journal
 TERMINAL = TERMINAL_STATES
@@ -100,6 +101,17 @@ CREATE TABLE IF NOT EXISTS damaged_partitions (
 );
 """
 
+
+
+def _migrations(db: sqlite3.Connection, version: int) -> str:
+    """SQL bringing a journal of schema ``version`` to this one (run in the opening
+    transaction)."""
+    out = []
+    for v in range(version, SCHEMA_VERSION):
+        table, column, kind = MIGRATIONS[v]
+        if column not in {r[1] for r in db.execute(f"PRAGMA table_info({table})")}:
+            out.append(f"ALTER TABLE {table} ADD COLUMN {column} {kind};")
+    return " ".join(out)
 
 
 class JournalError(Unavailable):
@@ -282,8 +294,7 @@ class Journal:
                     f"journal {marker} here: the journal was replaced and the other one's jobs "
                     f"would be lost silently. Put journal {marker} back, or delete "
                     f"{self.marker_path} to adopt this one", retry_after=None)
-            migrate = "".join(MIGRATIONS[v] for v in range(version or SCHEMA_VERSION,
-                                                                SCHEMA_VERSION))
+            migrate = _migrations(db, version or SCHEMA_VERSION)
             # One write transaction: takes the exclusive lock and proves the file is writable.
             db.executescript(
                 f"BEGIN IMMEDIATE; {migrate} {_SCHEMA} PRAGMA application_id={APPLICATION_ID};"

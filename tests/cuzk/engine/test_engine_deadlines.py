@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cuzk.engine.journal import Journal
+from cuzk.engine.journal import SCHEMA_VERSION, Journal
 from cuzk.engine.settings import ProofKindSettings as K
 from cuzk.errors import DeadlineInfeasible, InputError
 from cuzk.testing import make_test_engine, wait_until
@@ -177,7 +177,8 @@ def test_a_version_1_journal_is_migrated_and_stays_readable(tmp_path: Path):
     finally:
         j.close()
     db = sqlite3.connect(path)
-    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "2"
+    version = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
+    assert version == str(SCHEMA_VERSION)
     db.close()
 
 
