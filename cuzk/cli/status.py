@@ -56,6 +56,13 @@ PHASE_HEADERS = {
     "finalizing": "finalize",
 }
 MAX_JOB_ROWS = 12
+
+
+def _phase_header(phase: str) -> str:
+    """A short heading for a phase; one added to the protocol shows under its own name."""
+    return PHASE_HEADERS.get(phase, phase.replace("_", " "))
+
+
 STATE_STYLE = {
     "proving": "bold green",
     "idle": "dim",
@@ -325,7 +332,7 @@ def _count_cell(p: str) -> Callable[[PhaseRow], Text]:
 
 PHASE_COLUMNS: list[Column[PhaseRow]] = [
     Column("proof kind", lambda r: r.kind, keep=10, name=True),
-    *(Column(PHASE_HEADERS[p], _count_cell(p), right=True) for p in ACTIVE_PHASES),
+    *(Column(_phase_header(p), _count_cell(p), right=True) for p in ACTIVE_PHASES),
     Column("total", _count_cell("total"), right=True),
 ]
 

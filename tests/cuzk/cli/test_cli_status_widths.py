@@ -12,9 +12,10 @@ import re
 
 import pytest
 from rich.console import Console
+from rich.text import Text
 
 from cuzk.cli import status as status_cmd
-from cuzk.cli._layout import WRAP_MARK
+from cuzk.cli._layout import WRAP_MARK, Column
 from cuzk.testing import make_test_engine
 
 LONG_KIND = "snap-update-32gib-sealed-" + "x" * 29 + "-custom.v2"  # the longest name allowed
@@ -123,3 +124,24 @@ def test_once_labels_busy_time_over_uptime_apart_from_the_current_share(
     live = _render(busy_snapshot, 200, previous=(10.0, busy_snapshot), now=12.0)
     header = _cells(next(line for line in live.splitlines() if line.startswith("worker")))
     assert "busy" in header and status_cmd.BUSY_SINCE_START not in header
+
+
+def test_columns_and_sections_are_data(
+    busy_snapshot: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new column is one entry in a column list, shown when it fits and the first to leave
+    by its keep rank; a new section is one entry in SECTIONS."""
+    slack = Column("slack", lambda j: "12s", keep=5, right=True)
+    monkeypatch.setattr(status_cmd, "JOB_COLUMNS", [*status_cmd.JOB_COLUMNS, slack])
+    nodes = status_cmd.Section("nodes", lambda f: Text(f"Nodes: {len(f.snapshot['workers'])}"))
+    monkeypatch.setattr(status_cmd, "SECTIONS", [*status_cmd.SECTIONS, nodes])
+
+    def jobs_header(width: int) -> list[str]:
+        lines = _render(busy_snapshot, width).splitlines()
+        at = next(i for i, line in enumerate(lines) if line.startswith("Jobs ("))
+        return _cells(lines[at + 1])
+
+    assert jobs_header(200)[-1] == "slack"
+    narrow = jobs_header(60)
+    assert "slack" not in narrow and {"state", "parts"} <= set(narrow), narrow
+    assert _render(busy_snapshot, 80).rstrip().splitlines()[-1] == "Nodes: 2"
