@@ -55,6 +55,8 @@ APPLICATION_ID = 0x637A6B4A  # "czkJ": marks the file as a cuzk journal
 TERMINAL = TERMINAL_STATES
 ACCEPTED = "accepted"
 RETRY_AFTER_S = 10.0  # what a 503 for an unwritable journal suggests to the client
+ROW_DAMAGED = "the job's journaled row is damaged (a field has an impossible value)"
+"""``JobRecord.broken`` when the row itself cannot be trusted (not only its inputs)."""
 PROBE_BYTES = 65_536  # a readiness probe must need new space, as a job's record would
 
 _SCHEMA = """
@@ -360,7 +362,13 @@ class Journal:
         if "meta" not in tables:
             return None
         row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        version = int(row[0]) if row is not None else SCHEMA_VERSION
+        try:
+            version = int(row[0]) if row is not None else SCHEMA_VERSION
+        except ValueError:
+            raise JournalCorrupt(
+                f"journal {self.path}: the file is corrupt (its schema version reads "
+                f"{row[0]!r}); it was left untouched. Move it aside (or restore a backup) to "
+                "start with an empty journal") from None
         if version > SCHEMA_VERSION or version < min(MIGRATIONS, default=SCHEMA_VERSION):
             raise JournalError(
                 f"journal {self.path}: schema version {version} is not one this cuzk reads "
@@ -601,6 +609,21 @@ def _job_record(r: Sequence[Any]) -> JobRecord:
     """A jobs row as a record; inputs that do not parse or do not match their digest make the
     record ``broken`` (its inputs empty) instead of raising."""
     rec = JobRecord(r[0], r[1], r[2], r[3], [], *r[5:])
+    shapes = ((rec.id, str), (rec.proof_kind, str), (rec.priority, str), (rec.attempt, int),
+              (rec.seq, int), (rec.submitted_at, (int, float)))
+    if (rec.state not in TERMINAL and rec.state != ACCEPTED) or not all(
+            isinstance(v, t) for v, t in shapes):
+        rec.broken = ROW_DAMAGED
+        # Safe stand-ins so the job can still be shown (as failed, saying why).
+        rec.id, rec.proof_kind, rec.priority = str(rec.id), str(rec.proof_kind), str(rec.priority)
+        for name, default in (("attempt", 1), ("seq", 0)):
+            if not isinstance(getattr(rec, name), int):
+                setattr(rec, name, default)
+        if not isinstance(rec.submitted_at, int | float):
+            rec.submitted_at = 0.0
+        if rec.state not in TERMINAL:
+            rec.state = ACCEPTED  # unfinished as far as anyone can tell: recovery fails it
+        return rec
     try:
         inputs = json.loads(r[4])
         if not isinstance(inputs, list) or inputs_digest(inputs) != rec.inputs_digest:
