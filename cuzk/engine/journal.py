@@ -32,6 +32,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -273,6 +274,11 @@ class Journal:
             if version is not None:
                 row = db.execute("SELECT value FROM meta WHERE key='journal_id'").fetchone()
             journal_id = str(row[0]) if row is not None else uuid.uuid4().hex
+            if not re.fullmatch(r"[0-9a-f]{32}", journal_id):
+                raise JournalCorrupt(
+                    f"journal {path}: the file is corrupt (its journal id reads "
+                    f"{journal_id!r}); it was left untouched. Move it and {self.marker_path} "
+                    "aside (or restore a backup) to start with an empty journal")
             if marker is not None and marker != journal_id:
                 raise JournalLost(
                     f"journal {path}: is journal {journal_id}, but {self.marker_path} records "
