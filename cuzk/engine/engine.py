@@ -38,6 +38,7 @@ from cuzk.engine.events import (
 from cuzk.engine.jobs import Job, Partition
 from cuzk.engine.journal import (
     ACCEPTED,
+    ROW_DAMAGED,
     JobRecord,
     Journal,
     JournalError,
@@ -721,6 +722,16 @@ class Engine:
     def _from_journal(self, rec: JobRecord) -> Job:
         """A job read from the journal: a finished one whose proofs are intact as is; one with
         a damaged or unverifiable proof is made unfinished and proven again, never served."""
+        row_damaged = rec.broken == ROW_DAMAGED or (rec.broken is not None and not rec.finished)
+        if row_damaged and self.journal is not None and rec.state != "failed":
+            with self._lock:
+                live = self._jobs.get(rec.id)
+            if live is not None:
+                return live
+            why = f"the journal's record of this job is damaged: {rec.broken}"
+            self.journal.record_settled(rec.id, "failed", why)
+            rec.state, rec.error = "failed", why
+            return self._restore(rec)
         if not rec.finished or rec.state != "succeeded":
             return self._restore(rec)
         damaged = self._check_proofs(rec)

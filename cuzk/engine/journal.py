@@ -32,6 +32,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -58,6 +59,8 @@ APPLICATION_ID = 0x637A6B4A  # "czkJ": marks the file as a cuzk journal
 TERMINAL = TERMINAL_STATES
 ACCEPTED = "accepted"
 RETRY_AFTER_S = 10.0  # what a 503 for an unwritable journal suggests to the client
+ROW_DAMAGED = "the job's journaled row is damaged (a field has an impossible value)"
+"""``JobRecord.broken`` when the row itself cannot be trusted (not only its inputs)."""
 PROBE_BYTES = 65_536  # a readiness probe must need new space, as a job's record would
 
 _SCHEMA = """
@@ -288,6 +291,11 @@ class Journal:
             if version is not None:
                 row = db.execute("SELECT value FROM meta WHERE key='journal_id'").fetchone()
             journal_id = str(row[0]) if row is not None else uuid.uuid4().hex
+            if not re.fullmatch(r"[0-9a-f]{32}", journal_id):
+                raise JournalCorrupt(
+                    f"journal {path}: the file is corrupt (its journal id reads "
+                    f"{journal_id!r}); it was left untouched. Move it and {self.marker_path} "
+                    "aside (or restore a backup) to start with an empty journal")
             if marker is not None and marker != journal_id:
                 raise JournalLost(
                     f"journal {path}: is journal {journal_id}, but {self.marker_path} records "
@@ -376,7 +384,13 @@ class Journal:
         if "meta" not in tables:
             return None
         row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        version = int(row[0]) if row is not None else SCHEMA_VERSION
+        try:
+            version = int(row[0]) if row is not None else SCHEMA_VERSION
+        except ValueError:
+            raise JournalCorrupt(
+                f"journal {self.path}: the file is corrupt (its schema version reads "
+                f"{row[0]!r}); it was left untouched. Move it aside (or restore a backup) to "
+                "start with an empty journal") from None
         if version > SCHEMA_VERSION or version < min(MIGRATIONS, default=SCHEMA_VERSION):
             raise JournalError(
                 f"journal {self.path}: schema version {version} is not one this cuzk reads "
@@ -639,7 +653,24 @@ class Journal:
 def _job_record(r: Sequence[Any]) -> JobRecord:
     """A jobs row as a record; inputs that do not parse or do not match their digest make the
     record ``broken`` (its inputs empty) instead of raising."""
-    rec = JobRecord(r[0], r[1], r[2], r[3], [], *r[5:14], deadline=r[14])
+    deadline = r[14] if isinstance(r[14], int | float) else None  # damaged: no deadline
+    rec = JobRecord(r[0], r[1], r[2], r[3], [], r[5], r[6], r[7], r[8], r[9], r[10], r[11],
+                    r[12], r[13], deadline=deadline)
+    shapes = ((rec.id, str), (rec.proof_kind, str), (rec.priority, str), (rec.attempt, int),
+              (rec.seq, int), (rec.submitted_at, (int, float)))
+    if (rec.state not in TERMINAL and rec.state != ACCEPTED) or not all(
+            isinstance(v, t) for v, t in shapes):
+        rec.broken = ROW_DAMAGED
+        # Safe stand-ins so the job can still be shown (as failed, saying why).
+        rec.id, rec.proof_kind, rec.priority = str(rec.id), str(rec.proof_kind), str(rec.priority)
+        for name, default in (("attempt", 1), ("seq", 0)):
+            if not isinstance(getattr(rec, name), int):
+                setattr(rec, name, default)
+        if not isinstance(rec.submitted_at, int | float):
+            rec.submitted_at = 0.0
+        if rec.state not in TERMINAL:
+            rec.state = ACCEPTED  # unfinished as far as anyone can tell: recovery fails it
+        return rec
     try:
         inputs = json.loads(r[4])
         if not isinstance(inputs, list) or inputs_digest(inputs) != rec.inputs_digest:

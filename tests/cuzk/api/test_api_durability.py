@@ -46,6 +46,8 @@ def test_reused_request_id_with_another_body_is_409_naming_the_job(served) -> No
     assert first.status_code == 202
     job_id = first.json()["id"]
     assert client.post("/v1/proofs", json=body("a", request_id="r-1")).json()["id"] == job_id
+    # Settled first: a job still proving would change the call counts the 409 must not change.
+    assert engine.wait(job_id, 10).state == "succeeded"
     calls = dict(prover.calls)
     jobs = len(engine.jobs())
     r = client.post("/v1/proofs", json=body("b", request_id="r-1", priority="low"))

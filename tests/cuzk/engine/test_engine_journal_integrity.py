@@ -337,3 +337,23 @@ def test_a_row_that_disagrees_with_its_index_refuses_the_open(path: Path) -> Non
     db.close()
     with pytest.raises(JournalCorrupt, match="corrupt"):
         Journal.open(path)
+
+
+@pytest.mark.parametrize("column, value", [("state", "acce#ted"), ("attempt", "x")])
+def test_a_job_row_with_an_impossible_value_fails_saying_why_not_stuck(
+    path: Path, column: str, value: str
+) -> None:
+    job_id, _ = _finished_job(path)
+    db = sqlite3.connect(path)
+    db.execute(f"UPDATE jobs SET {column} = ? WHERE id = ?", (value, job_id))
+    db.commit()
+    db.close()
+    engine, prover = start(path)
+    try:
+        job = engine.get(job_id)
+        assert job.state == "failed" and "journal's record of this job is damaged" in (
+            job.error or ""), (job.state, job.error)
+        assert prover.calls["synthesize"] == 0
+        assert engine.readiness() is None  # one damaged row: the job fails, the server serves
+    finally:
+        engine.shutdown(5)
