@@ -20,11 +20,11 @@ def test_a_port_in_use_is_reported_first_and_alone(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        server = ServeProcess(serve_env(tmp_path / "journal.sqlite3", KEYS_DIR,
-                                        CUZK_SERVER_LISTEN=f"127.0.0.1:{port}"))
-        with pytest.raises(ServeFailed):
-            server.start(timeout=120)
-        assert server.wait(30) == 2
+        with ServeProcess(serve_env(tmp_path / "journal.sqlite3", KEYS_DIR,
+                                    CUZK_SERVER_LISTEN=f"127.0.0.1:{port}")) as server:
+            with pytest.raises(ServeFailed):
+                server.start(timeout=120)
+            assert server.wait(30) == 2
     lines = [line for line in server.output.splitlines() if line.strip()]
     assert lines == [f"cuzk serve: cannot listen on 127.0.0.1:{port}: Address already in use"], (
         server.output)
@@ -43,9 +43,9 @@ def test_a_configured_bn128_circuit_without_a_key_stops_the_start(tmp_path: Path
     config = tmp_path / "cuzk.toml"
     config.write_text(f'[proof_kinds.tiny]\nr1cs = "{bn}"\nwasm = "{WASM}"\n')
     env = serve_env(tmp_path / "journal.sqlite3", KEYS_DIR, CUZK_CONFIG=str(config))
-    server = ServeProcess(env)
-    with pytest.raises(ServeFailed):
-        server.start(timeout=120)
-    assert server.wait(30) == 2
+    with ServeProcess(env) as server:  # killed on the way out, whatever happens
+        with pytest.raises(ServeFailed):
+            server.start(timeout=120)
+        assert server.wait(30) == 2
     assert "refusing to start: proof kind tiny:" in server.output
     assert "compiled for bn128" in server.output and "Traceback" not in server.output
