@@ -87,3 +87,10 @@ def test_errors_stay_on_one_line_when_piped(closed_port: int, capsys, tmp_path: 
     assert main(["submit", "winning-post", "--server", url, "--retry-for", "0"]) == 1
     err = _one_line(capsys)
     assert len(err) > 120 and "cannot reach the cuzk server" in err
+
+
+def test_status_errors_stay_on_one_line_when_piped(closed_port: int, capsys):
+    url = f"http://127.0.0.1:{closed_port}/a-long-path-prefix-{'x' * 60}"
+    assert main(["status", "--once", "--server", url]) == 1
+    err = _one_line(capsys)
+    assert len(err) > 120 and "cannot reach the cuzk server" in err
