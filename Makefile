@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 # `make serve` installs the runtime only (.runtime); `make test` adds the test tools and the
 # CUDA compiler toolchain the PTX checks need (.installed), which also covers serve.
 $(BIN)/.runtime: pyproject.toml constraints.txt
-	@echo "Installing cuzk's runtime dependencies into $(VENV) (about 300 MB, a minute or two the first time)"
+	@echo "Installing cuzk's runtime dependencies into $(VENV) (about 410 MB; a few minutes the first time)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --progress-bar on -c constraints.txt -e .

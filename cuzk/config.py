@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cuzk.errors import CuzkError
+from cuzk.files import not_a_file
 from cuzk.protocol import (
     DEADLINE_ADMISSIONS,
     DEADLINE_MISS_POLICIES,
@@ -617,9 +618,10 @@ def load_config(
         if check_files:
             for key in ("r1cs", "wasm", "zkey", "sample_input"):
                 p = values[key]
-                if p is not None and not Path(p).is_file():
+                problem = None if p is None else not_a_file(p)
+                if problem:
                     at = where("proof_kinds", f"{name}.{key}", layer.get(key))
-                    problems.append(f"{at}: no such file: {p}")
+                    problems.append(f"{at}: {problem}: {p}")
         kinds[name] = ProofKindConfig(name=name, bundled=b is not None, **values)
 
     if not kinds and not any(p.startswith("proof_kinds") for p in problems):

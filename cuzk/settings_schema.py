@@ -150,9 +150,10 @@ def positive_seconds(value: object, ctx: ParseContext | None = None) -> float:
     what = "a positive number of seconds"
     if isinstance(value, bool):
         raise ValueError(f"must be {what}, {_got(value)}")
-    numeric = isinstance(value, str) and re.fullmatch(r"\s*\d+(?:\.\d*)?\s*", value)
-    if isinstance(value, int | float) or numeric:
-        result = float(value)  # type: ignore[arg-type]
+    if isinstance(value, int | float) or (
+        isinstance(value, str) and re.fullmatch(r"\s*\d+(?:\.\d*)?\s*", value)
+    ):
+        result = float(value)
     else:
         raise ValueError(f"must be {what}, {_got(value)}")
     if not result > 0 or result == float("inf"):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from cuzk.circuits.registry import bundled_circuits
 from cuzk.errors import CuzkError, UnknownProofKind
+from cuzk.files import not_a_file
 from cuzk.prover.keygen import Progress
 from cuzk.prover.keystore import DEFAULT_KEYS_DIR, ensure_zkey
 
@@ -62,8 +63,9 @@ def add_circuit_args(p: argparse.ArgumentParser) -> None:
 
 
 def _exists(path: Path | None, what: str) -> None:
-    if path is not None and not path.is_file():
-        raise UsageError(f"{what} {path}: no such file")
+    problem = None if path is None else not_a_file(path)
+    if problem:
+        raise UsageError(f"{what} {path}: {problem}")
 
 
 def _configured_kinds(args: argparse.Namespace):

@@ -32,18 +32,26 @@ def _nearest_existing(path: Path) -> Path:
     return Path(".")
 
 
-def check_output_dir(path: Path, what: str) -> None:
-    """Raise OutputError unless ``path`` is (or can be created as) a writable directory."""
+def _dir_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be (or be created as) a writable directory; None when it can."""
     if path.exists() and not path.is_dir():
-        raise OutputError(f"{what} {path}: exists and is not a directory")
+        return f"{path} exists and is not a directory"
     base = _nearest_existing(path)
     if not base.is_dir():
-        raise OutputError(f"{what} {path}: {base} is not a directory")
+        return f"{base} is not a directory"
     try:  # the only sure test: write there (permissions, read-only mounts, ACLs)
         with tempfile.TemporaryFile(dir=base):
             pass
     except OSError as e:
-        raise OutputError(f"{what} {path}: {base} is not writable ({e.strerror or e})") from None
+        return f"{base} is not writable ({e.strerror or e})"
+    return None
+
+
+def check_output_dir(path: Path, what: str) -> None:
+    """Raise OutputError unless ``path`` is (or can be created as) a writable directory."""
+    problem = _dir_problem(path)
+    if problem:
+        raise OutputError(f"{what} {path}: {problem}")
 
 
 def check_output_file(path: Path, what: str) -> None:
@@ -54,7 +62,9 @@ def check_output_file(path: Path, what: str) -> None:
         if not os.access(path, os.W_OK):
             raise OutputError(f"{what} {path}: not writable")
         return
-    check_output_dir(path.parent, what)
+    problem = _dir_problem(path.parent)
+    if problem:
+        raise OutputError(f"{what} {path}: {problem}")
 
 
 def write_text(path: Path, text: str, what: str) -> None:

@@ -172,8 +172,10 @@ def kill_cycles(args: argparse.Namespace, workdir: Path, console: Console) -> di
             waves.release()
         sub.join(max(1.0, deadline - time.monotonic()))
         finals = {}
+        server_url = server.url
+        assert server_url is not None  # the server is running
         for rid, ids in accepted.items():
-            finals[rid] = _wait_done(server.url, ids[-1], deadline)  # type: ignore[arg-type]
+            finals[rid] = _wait_done(server_url, ids[-1], deadline)
         server.signal(signal.SIGTERM)
         server.wait(120)
     finally:

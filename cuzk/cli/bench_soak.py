@@ -85,6 +85,14 @@ def register(sub: Any) -> None:
 # --------------------------------------------------------------------------- the server
 
 
+def _status_field(status: str, name: str) -> int:
+    """A number from /proc/<pid>/status (``VmRSS`` in KiB, ``Threads``)."""
+    m = re.search(rf"^{name}:\s+(\d+)", status, re.M)
+    if m is None:
+        raise RuntimeError(f"/proc status has no {name} line")
+    return int(m.group(1))
+
+
 @dataclass
 class Server:
     process: ServeProcess
@@ -94,8 +102,8 @@ class Server:
     def sample(self) -> dict[str, float]:
         pid = self.process.pid
         status = Path(f"/proc/{pid}/status").read_text()
-        rss_kib = int(re.search(r"^VmRSS:\s+(\d+)", status, re.M).group(1))  # type: ignore[union-attr]
-        threads = int(re.search(r"^Threads:\s+(\d+)", status, re.M).group(1))  # type: ignore[union-attr]
+        rss_kib = _status_field(status, "VmRSS")
+        threads = _status_field(status, "Threads")
         return {
             "rss_mib": rss_kib / 1024,
             "fds": float(len(os.listdir(f"/proc/{pid}/fd"))),
@@ -240,8 +248,9 @@ def _slow_clients(server: Server, n: int, stop: threading.Event, tally: Tally) -
             opened[s] = (time.monotonic(), bytearray())
             sel.register(s, selectors.EVENT_READ)
         for key, _ in sel.select(timeout=0.2):
-            s = key.fileobj  # type: ignore[assignment]
-            assert isinstance(s, socket.socket)
+            fileobj = key.fileobj
+            assert isinstance(fileobj, socket.socket)
+            s = fileobj
             started, got = opened[s]
             try:
                 chunk = s.recv(4096)

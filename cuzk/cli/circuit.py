@@ -17,7 +17,10 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from cuzk.circuits.registry import bundled_circuits
+from cuzk.cli._output import OutputError, check_output_file, write_text
 from cuzk.errors import CuzkError
+from cuzk.files import not_a_file
 from cuzk.protocol import DEFAULT_PRIORITY, PRIORITIES
 
 DEFAULT_CONFIG = Path("cuzk.toml")
@@ -62,6 +65,11 @@ def register(subparsers: Any) -> None:
         default=None,
         help=f"config file to write (default: $CUZK_CONFIG, else ./{DEFAULT_CONFIG})",
     )
+    add.add_argument(
+        "--replace",
+        action="store_true",
+        help="allow NAME to be a bundled proof kind, replacing its circuit for every job",
+    )
     add.set_defaults(func=run_add)
 
 
@@ -77,8 +85,9 @@ def check_files(r1cs: Path, wasm: Path, zkey: Path | None, name: str | None = No
     from cuzk.prover.keys import ProvingKey
 
     for flag, path in (("--r1cs", r1cs), ("--wasm", wasm), ("--zkey", zkey)):
-        if path is not None and not path.is_file():
-            raise _Usage(f"{flag} {path}: no such file")
+        problem = None if path is None else not_a_file(path)
+        if problem:
+            raise _Usage(f"{flag} {path}: {problem}")
     circuit = Circuit.load(r1cs, wasm, name)
     r = circuit.r1cs
     summary = (
@@ -168,8 +177,15 @@ def run_add(args: argparse.Namespace) -> int:
             raise _Usage(problem)
         if args.partitions < 1:
             raise _Usage(f"--partitions must be at least 1, got {args.partitions}")
-        if args.sample_input is not None and not args.sample_input.is_file():
-            raise _Usage(f"--sample-input {args.sample_input}: no such file")
+        sample_problem = None if args.sample_input is None else not_a_file(args.sample_input)
+        if sample_problem:
+            raise _Usage(f"--sample-input {args.sample_input}: {sample_problem}")
+        if args.name in bundled_circuits() and not getattr(args, "replace", False):
+            raise _Usage(
+                f"{args.name} is a bundled proof kind: adding it replaces the bundled circuit"
+                " for every job of that kind; pass --replace to do that, or choose another NAME"
+            )
+        check_output_file(config, "--config")  # before the files are loaded and checked
         summary = check_files(args.r1cs, args.wasm, args.zkey, args.name)
         before = config.read_text() if config.exists() else None
         if before is not None and _has_kind(before, args.name):
@@ -181,7 +197,7 @@ def run_add(args: argparse.Namespace) -> int:
         if text and not text.endswith("\n"):
             text += "\n"
         text += ("\n" if text else "") + _table(args, config_dir)
-        config.write_text(text)
+        write_text(config, text, "--config")
         try:
             load_config(config)
         except ConfigError as e:
@@ -190,7 +206,7 @@ def run_add(args: argparse.Namespace) -> int:
             else:
                 config.write_text(before)
             raise _Usage(f"{config} would be invalid, left unchanged: {e}") from None
-    except _Usage as e:
+    except (_Usage, OutputError) as e:
         print(f"cuzk circuit add: {e}", file=sys.stderr)
         return 2
     except CuzkError as e:

@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from cuzk.circuits.registry import bundled_circuits
+from cuzk.cli._output import check_output_file
 from cuzk.cli._progress import stage_progress
 from cuzk.errors import CuzkError
+from cuzk.files import not_a_file
 from cuzk.prover.keystore import (
     DEFAULT_KEYS_DIR,
     ensure_zkey,
@@ -47,9 +49,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.r1cs:
             args.out = args.out or Path(args.r1cs.stem + ".zkey")
-            if not args.r1cs.is_file():
-                print(f"cuzk keygen: --r1cs {args.r1cs}: no such file", file=sys.stderr)
+            problem = not_a_file(args.r1cs)
+            if problem:
+                print(f"cuzk keygen: --r1cs {args.r1cs}: {problem}", file=sys.stderr)
                 return 2
+            check_output_file(args.out, "--out")
+            if args.vk is not None:
+                check_output_file(args.vk, "--vk")
             with stage_progress(f"keygen {args.r1cs.name}") as tick:
                 generate_zkey(args.r1cs, args.out, tick, vk=False)
             vk_path = write_verification_key(args.out, args.vk)

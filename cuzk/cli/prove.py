@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from cuzk.cli._local import UsageError, add_circuit_args, pick, zkey_for
+from cuzk.cli._output import check_output_dir, write_text
 from cuzk.cli._progress import stage_progress
 from cuzk.errors import CuzkError
 
@@ -79,6 +80,7 @@ def _run(args: argparse.Namespace) -> int:
 
     # 1. Everything about the arguments, cheap and before anything long.
     c = pick(args, need_wasm=args.wtns is None)
+    check_output_dir(args.out, "--out")
     inputs: dict = {}
     witness_file = None
     if args.wtns is not None:
@@ -112,8 +114,8 @@ def _run(args: argparse.Namespace) -> int:
     proof, times = prove_timed(key, circuit, inputs, backend, witness=witness)
 
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "proof.json").write_text(json.dumps(proof.proof, indent=1) + "\n")
-    (args.out / "public.json").write_text(json.dumps(proof.public, indent=1) + "\n")
+    write_text(args.out / "proof.json", json.dumps(proof.proof, indent=1) + "\n", "--out")
+    write_text(args.out / "public.json", json.dumps(proof.public, indent=1) + "\n", "--out")
     print(
         f"{c.name}: proof verified={proof.verified} backend={backend.name} "
         f"synthesize={times.synthesize_s * 1e3:.0f}ms "

@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -80,7 +81,7 @@ def check_configured_keys(engine: Any, config: Config) -> None:
     """Load every configured zkey now and check it against its circuit (curve, sizes, every
     point, the coefficients); it stays resident. A broken key stops the server before it
     accepts jobs it could never prove. Development keys (no zkey configured) are checked when
-    first loaded."""
+    first loaded; their circuit's header (its curve: a bn128 build is refused) is read now."""
     from cuzk.errors import CuzkError
 
     development = [name for name, kind in config.proof_kinds.items() if kind.zkey is None]
@@ -91,8 +92,15 @@ def check_configured_keys(engine: Any, config: Config) -> None:
             config.engine.keys_dir,
             ", ".join(development),
         )
+    from cuzk.formats.r1cs import read_r1cs
+
     for name, kind in config.proof_kinds.items():
         if kind.zkey is None:
+            if not kind.bundled:  # its key is made on first use: the circuit's curve, now
+                try:
+                    read_r1cs(kind.r1cs, load_constraints=False)
+                except CuzkError as e:
+                    raise BrokenKey(f"proof kind {name}: {e}") from None
             continue
         log.info("checking the proving key of %s: %s", name, kind.zkey)
         try:
@@ -101,6 +109,17 @@ def check_configured_keys(engine: Any, config: Config) -> None:
             text = str(e)
             prefix = f"proof kind {name}: "
             raise BrokenKey(text if text.startswith(prefix) else prefix + text) from None
+
+
+BACKLOG = 2048
+"""Pending connections the listener queues (uvicorn's default)."""
+
+
+def bind_listener(host: str, port: int) -> socket.socket:
+    """The server's listening socket, bound before anything slow runs (OSError: in use, not
+    permitted, no such address)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, port), family=family, backlog=BACKLOG)
 
 
 def is_loopback(host: str) -> bool:
@@ -175,6 +194,12 @@ def serve(config: Config) -> int:
     otel_env = otel_environment(config, os.environ)
 
     token = check_exposure(config)
+    try:  # first: a port in use is told at once, not after the keys are checked
+        listener = bind_listener(config.server.host, config.server.port)
+    except OSError as e:
+        why = os.strerror(e.errno) if e.errno else str(e)
+        print(f"cuzk serve: cannot listen on {config.server.listen}: {why}", file=sys.stderr)
+        return 2
     banner = _auth_banner(config, token)
     (log.warning if token is None and not is_loopback(config.server.host) else log.info)(banner)
     settings = config.engine_settings()
@@ -187,6 +212,7 @@ def serve(config: Config) -> int:
     try:
         engine = Engine(settings, RealProver(settings), tracer_provider=provider)
     except JournalError as e:
+        listener.close()
         print(f"cuzk serve: refusing to start: {e}", file=sys.stderr)
         return 2
     if engine.journal is not None:
@@ -212,10 +238,11 @@ def serve(config: Config) -> int:
             backend=engine.prover.name,
             engine=engine,
         )
-        server.run()
+        server.run(sockets=[listener])
     except KeyboardInterrupt:
         pass
     finally:
+        listener.close()
         log.info("shutting down the engine")
         engine.shutdown(timeout=5)
         if provider is not None:

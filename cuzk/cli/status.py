@@ -37,6 +37,7 @@ from cuzk import __version__
 from cuzk.cli._http import CliError, add_server_argument, make_client, request
 from cuzk.cli._layout import Column, fit
 from cuzk.cli._pager import Pager, read_keys
+from cuzk.cli._output import error_console
 from cuzk.protocol import (
     ACTIVE_PHASES,
     TERMINAL_STATES,
@@ -105,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
                 return 0
             live(client, console, max(0.1, args.interval))
         except CliError as e:
-            Console(stderr=True).print(f"[bold red]cuzk status:[/] {e}", highlight=False)
+            error_console().print(f"[bold red]cuzk status:[/] {e}", highlight=False)
             return 1
     return 0
 

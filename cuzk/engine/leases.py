@@ -30,7 +30,7 @@ class Lease:
 
 
 class GpuWorker:
-    """A GPU worker: id like ``gpu-0``, device like ``cpu`` or ``cuda:0``."""
+    """A GPU worker: id ``gpu-0`` on device ``cuda:0`` (``cpu-0`` on the CPU backend)."""
 
     def __init__(
         self, worker_id: str, device: str, spans: SpanBook, record_intervals: bool = False

@@ -89,7 +89,9 @@ class Pipeline:
         n = 0
         for device in prover.devices:
             for _ in range(settings.gpu_workers_per_device):
-                self.workers.append(GpuWorker(f"gpu-{n}", device, spans, rec))
+                # Named for what it runs on: cpu-N on the CPU backend, gpu-N on a CUDA device.
+                kind = "cpu" if device == "cpu" else "gpu"
+                self.workers.append(GpuWorker(f"{kind}-{n}", device, spans, rec))
                 n += 1
         self._threads: list[threading.Thread] = []
         self._stage: dict[int, _Stage] = {}

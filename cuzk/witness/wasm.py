@@ -421,6 +421,11 @@ class WitnessCalculator:
                 raise WitnessError(f"value of input signal {where} is not a number: {v!r}")
         else:
             raise WitnessError(f"value of input signal {where} is not a number: {type(v).__name__}")
+        if not -self.prime < n < self.prime:  # refused, as the server refuses it: never reduced
+            raise WitnessError(
+                f"value of input signal {where} is not below r (the scalar field order, a"
+                f" {len(str(self.prime))}-digit number): {v if len(str(v)) <= 90 else '...'}"
+            )
         return n % self.prime
 
     def _run(self, runner: _Runner, prepared: list[tuple[str, int, list[int]]]) -> None:

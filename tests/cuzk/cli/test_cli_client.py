@@ -174,7 +174,7 @@ def test_status_frame_shows_proving_workers_and_phases(
         for g in gates:
             g.release()
     lines = text.splitlines()
-    workers = [line.split() for line in lines if line.lstrip().startswith("gpu-")]
+    workers = [line.split() for line in lines if line.lstrip().startswith("cpu-")]
     assert [w[3] for w in workers] == ["proving", "proving"]
     assert all(w[1] == job["id"] and w[2] == "porep-c2" for w in workers)  # in full
     assert sorted(w[4] for w in workers) == ["0", "1"]
@@ -193,15 +193,15 @@ def test_status_busy_percent_from_two_snapshots(engine: Any) -> None:
     worker = dict(snapshot["workers"][0], busy_seconds=3.0)
     old = dict(snapshot, workers=[dict(worker, busy_seconds=2.0)])
     text = render_text(dict(snapshot, workers=[worker]), previous=(10.0, old), now=12.0)
-    line = next(x for x in text.splitlines() if x.lstrip().startswith("gpu-0"))
+    line = next(x for x in text.splitlines() if x.lstrip().startswith("cpu-0"))
     assert "50%" in line
     # One snapshot: busy time over the engine's uptime.
     text = render_text(dict(snapshot, workers=[worker], uptime_s=6.0))
-    line = next(x for x in text.splitlines() if x.lstrip().startswith("gpu-0"))
+    line = next(x for x in text.splitlines() if x.lstrip().startswith("cpu-0"))
     assert "50%" in line
     # No uptime yet: busy % is unknown and shown as such, not invented.
     text = render_text(dict(snapshot, workers=[worker], uptime_s=0.0))
-    line = next(x for x in text.splitlines() if x.lstrip().startswith("gpu-0"))
+    line = next(x for x in text.splitlines() if x.lstrip().startswith("cpu-0"))
     assert "%" not in line
 
 
@@ -211,9 +211,9 @@ def test_status_once_through_main_over_real_http(
     code = main(["status", "--once", "--server", server_url])
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    assert "GPU workers" in captured.out and "gpu-0" in captured.out and "idle" in captured.out
+    assert "GPU workers" in captured.out and "cpu-0" in captured.out and "idle" in captured.out
     assert main(["status", "--json", "--server", server_url]) == 0
-    assert json.loads(capsys.readouterr().out)["workers"][0]["id"] == "gpu-0"
+    assert json.loads(capsys.readouterr().out)["workers"][0]["id"] == "cpu-0"
 
 
 @pytest.mark.parametrize(

@@ -45,7 +45,7 @@ def test_span_tree_parents_attributes_and_links():
                                      "cuzk.gpu": 1, "cuzk.finalize": 1})
             gpu = next(s for s in children if s.name == "cuzk.gpu")
             fin = next(s for s in children if s.name == "cuzk.finalize")
-            assert gpu.attributes["cuzk.worker.id"].startswith("gpu-")
+            assert gpu.attributes["cuzk.worker.id"].startswith("cpu-")  # the CPU backend's
             assert gpu.attributes["cuzk.device"] == "cpu"
             assert [link.context.span_id for link in fin.links] == [gpu.context.span_id]
             assert fin.attributes["cuzk.worker.id"] == gpu.attributes["cuzk.worker.id"]

@@ -68,11 +68,20 @@ def test_input_value_forms(tiny: WitnessCalculator) -> None:
     for inp in (
         {"a": "3", "b": "0x5", "c": 7.0},
         {"a": [3], "b": [[5]], "c": " 7 "},
-        {"a": 3 + R, "b": 5, "c": 7},
     ):
         assert (tiny.calculate(inp) == ref).all(), inp
     neg = tiny.calculate({"a": -1, "b": "-2", "c": 1})
     assert limbs_to_ints(neg) == tiny_expected(-1, -2, 1)
+    edge = tiny.calculate({"a": R - 1, "b": -(R - 1), "c": 1})
+    assert limbs_to_ints(edge) == tiny_expected(R - 1, -(R - 1), 1)
+
+
+@pytest.mark.parametrize("value", [R, 3 + R, -R, str(R), hex(R), str(2 * R + 1)])
+def test_a_value_not_below_r_is_refused_not_reduced(tiny: WitnessCalculator, value) -> None:
+    """As the server refuses it (cuzk.api.signals): a local proof must not silently prove a
+    different input than the one given."""
+    with pytest.raises(WitnessError, match=r"input signal 'a'.*not below r"):
+        tiny.calculate({"a": value, "b": 5, "c": 7})
 
 
 def test_matches_snarkjs_file(tiny: WitnessCalculator, tmp_path: Path) -> None:
