@@ -14,8 +14,8 @@ reading); 422 inputs the witness generator rejects; 503 (with ``Retry-After``) w
 or when the journal cannot be written; 507 a partition larger than the whole memory budget;
 500 a corrupt server-side file (naming it) or anything unexpected. In front of the routes: 401
 without the bearer token when one is configured (``cuzk.api.auth``), 503 past
-``server.max_requests_in_flight`` (``cuzk.api.limits``); below them, 408 and closed connections
-for slow clients (``cuzk.api.server``).
+``server.max_requests_in_flight`` and 429 past the long-poll bounds (``cuzk.api.limits``); below
+them, 408 and closed connections for slow clients (``cuzk.api.server``).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from starlette.routing import Route
 from cuzk import __version__
 from cuzk.api.auth import BearerAuth, resolve_token
 from cuzk.api.front_metrics import FrontEndMetrics
-from cuzk.api.limits import InFlightLimit
+from cuzk.api.limits import Admission, InFlightLimit
 from cuzk.api.logsafe import loggable
 from cuzk.api.openapi_front import front_end_document
 from cuzk.api.signals import OversizeNumber, check_signal_values, parse_json_int
@@ -58,8 +58,6 @@ MAX_WAIT_SECONDS = 300.0
 """Longest ``?wait=`` long-poll accepted; clients wanting longer simply poll again."""
 _WAIT_SLICE_SECONDS = 1.0
 """A long-poll waits in slices so a client that went away frees its thread within a second."""
-_LONG_POLL_THREADS = 64
-"""Long-polls get their own thread limiter so they can never starve submits of threads."""
 MAX_REQUEST_ID_CHARS = 256
 SUBMIT_FIELDS = ("proof_kind", "inputs", "request_id", "priority")
 REQUIRED_SUBMIT_FIELDS = ("proof_kind", "inputs")
@@ -269,7 +267,13 @@ def create_app(
         metrics = EngineMetrics(engine)
     engine_metrics = metrics
     body_limit = config.server.max_body_bytes
-    long_polls = anyio.CapacityLimiter(_LONG_POLL_THREADS)
+    server = config.server
+    admission = Admission(
+        server.max_requests_in_flight, server.max_long_polls, server.max_long_polls_per_client
+    )
+    # Long-polls wait on threads of their own (one each, as many as may wait), so they can
+    # never starve submits of threads.
+    long_polls = anyio.CapacityLimiter(server.max_long_polls)
 
     async def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
@@ -439,8 +443,14 @@ def create_app(
 
     @endpoint
     async def readyz(request: Request) -> Response:
-        # Ready = started, not draining, journal writable (the engine refuses submits otherwise).
+        # Ready = a submit now would be taken: started, not draining, journal writable (the
+        # engine refuses submits otherwise), and max_requests_in_flight not reached.
         reason = await call(engine.readiness)
+        if reason is None and admission.submits_refused():
+            reason = (
+                f"handling {admission.limit} requests, server.max_requests_in_flight: a submit"
+                " now would be refused"
+            )
         if reason is not None:
             return JSONResponse({"status": "not ready", "reason": reason}, status_code=503)
         return JSONResponse({"status": "ready"})
@@ -486,7 +496,7 @@ def create_app(
     middleware = [
         Middleware(
             InFlightLimit,
-            limit=config.server.max_requests_in_flight,
+            admission=admission,
             on_refuse=front.request_refused,
         )
     ]
@@ -517,5 +527,6 @@ def create_app(
     app.state.engine = engine
     app.state.front_metrics = front  # the server protocol counts the connections it cuts
     app.state.config = config
+    app.state.admission = admission
     app.state.metrics = engine_metrics
     return app

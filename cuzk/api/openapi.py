@@ -197,8 +197,11 @@ OPERATIONS: list[Operation] = [
         replies={200: Reply("Alive.", Health)},
     ),
     Operation(
-        "get", "/readyz", "readyz", "Readiness: the engine is started and accepting jobs",
-        replies={200: Reply("Ready.", Readiness), 503: Reply("Not ready.", Readiness)},
+        "get", "/readyz", "readyz", "Readiness: a submit now would be taken",
+        replies={200: Reply("Ready.", Readiness),
+                 503: Reply("Not ready: not started, draining, the journal cannot be written,"
+                            " or server.max_requests_in_flight is reached (the reason says"
+                            " which).", Readiness)},
     ),
     Operation(
         "get", "/openapi.json", "openapi", "This document",
