@@ -102,7 +102,8 @@ class ServerConfig:
     )
     max_body_bytes: int = setting(
         "8MiB",
-        "Largest request body accepted; a larger one is refused with 413 while it is being read.",
+        "Largest request body accepted; a larger one is refused with 413 while it is being read."
+        " A submit is bounded tighter by what the configured kinds' inputs can need.",
         byte_size,
     )
     auth_token: str = setting(

@@ -40,6 +40,7 @@ from starlette.routing import Route
 from cuzk import __version__
 from cuzk.api.auth import BearerAuth, resolve_token
 from cuzk.api.front_metrics import FrontEndMetrics
+from cuzk.api.input_bounds import kind_body_limit, parse_reservation
 from cuzk.api.limits import Admission, InFlightLimit
 from cuzk.api.logsafe import loggable
 from cuzk.api.openapi_front import front_end_document
@@ -120,8 +121,9 @@ def _describe(value: object) -> str:
 # --------------------------------------------------------------------------- request parsing
 
 
-async def read_json_body(request: Request, limit: int) -> Any:
-    """Read and parse a JSON body, refusing it with 413 as soon as it passes ``limit`` bytes.
+async def read_body(request: Request, limit: int, what: str = "server.max_body_bytes") -> bytes:
+    """Read a body, refusing it with 413 as soon as it passes ``limit`` bytes (``what`` names
+    the limit).
 
     The limit is enforced on the declared Content-Length before reading and again on the bytes
     actually received (chunked bodies have no length), so an oversize body is never buffered.
@@ -134,7 +136,7 @@ async def read_json_body(request: Request, limit: int) -> Any:
             raise ApiError(
                 413,
                 f"request body of {int(declared)} bytes is larger than the limit of {limit}"
-                " bytes (server.max_body_bytes)",
+                f" bytes ({what})",
             )
     chunks: list[bytes] = []
     size = 0
@@ -143,14 +145,16 @@ async def read_json_body(request: Request, limit: int) -> Any:
             size += len(chunk)
             if size > limit:
                 raise ApiError(
-                    413,
-                    f"request body is larger than the limit of {limit} bytes"
-                    " (server.max_body_bytes)",
+                    413, f"request body is larger than the limit of {limit} bytes ({what})"
                 )
             chunks.append(chunk)
     except ClientDisconnect:
         raise ApiError(400, "client disconnected while sending the request body") from None
-    body = b"".join(chunks)
+    return b"".join(chunks)
+
+
+def parse_json(body: bytes) -> Any:
+    """Parse a JSON body; every problem is a 400 that says where."""
     if not body.strip():
         raise ApiError(400, "request body is empty; expected a JSON object")
     try:
@@ -171,6 +175,11 @@ async def read_json_body(request: Request, limit: int) -> Any:
         raise ApiError(400, str(e)) from None
     except RecursionError:
         raise ApiError(400, "malformed JSON: nested too deeply") from None
+
+
+async def read_json_body(request: Request, limit: int) -> Any:
+    """Read (at most ``limit`` bytes, else 413) and parse a JSON body."""
+    return parse_json(await read_body(request, limit))
 
 
 def parse_submit(body: Any) -> tuple[str, list[dict[str, Any]], str | None, str | None]:
@@ -321,11 +330,52 @@ def create_app(
         names = ", ".join(c["proof_kind"] for c in circuits) or "none"
         raise ApiError(404, f"unknown proof kind {kind!r} (available: {names})")
 
+    kind_limits: dict[str, int] = {}
+
+    async def submit_body_limits() -> dict[str, int]:
+        """Per configured kind, the largest body its inputs can need (``input_bounds``), at
+        most server.max_body_bytes; computed once (kinds are fixed while the engine runs)."""
+        if not kind_limits:
+            for entry in await call(engine.circuits):
+                kind = entry["proof_kind"]
+                try:
+                    elements = await call(engine.input_elements, kind)
+                except Exception:  # no circuit to read: the submit will say what is wrong
+                    log.debug("no input size for %s", kind, exc_info=True)
+                    elements = None
+                bound = body_limit
+                if elements is not None:
+                    bound = min(body_limit, kind_body_limit(entry["partitions"], elements))
+                kind_limits[kind] = bound
+        return kind_limits
+
     @endpoint
     async def submit(request: Request) -> Response:
-        body = await read_json_body(request, body_limit)
-        kind, inputs, request_id, priority = parse_submit(body)
+        limits = await submit_body_limits()
+        largest = max(limits.values(), default=body_limit)
+        what = (
+            "server.max_body_bytes" if largest == body_limit
+            else "the most any configured proof kind's inputs can take"
+        )
+        raw = await read_body(request, largest, what)
+        reservation = await call(engine.reserve_request_memory, parse_reservation(len(raw)))
+        try:
+            return await accept(request, raw, limits)
+        finally:
+            reservation.close()
+
+    async def accept(request: Request, raw: bytes, limits: dict[str, int]) -> Response:
+        """Parse, check and submit a body already read, while its memory is reserved."""
+        kind, inputs, request_id, priority = parse_submit(parse_json(raw))
         entry = kind_known(kind, await call(engine.circuits))
+        bound = limits.get(kind, body_limit)
+        if len(raw) > bound:
+            raise ApiError(
+                413,
+                f"request body of {len(raw)} bytes is larger than proof kind {kind!r} can need"
+                f" ({bound} bytes for {entry['partitions']} partition input"
+                f"{'s' if entry['partitions'] != 1 else ''})",
+            )
         check_signal_values(inputs)
         partitions = entry["partitions"]
         if len(inputs) != partitions:

@@ -113,10 +113,13 @@ OPERATIONS: list[Operation] = [
             409: Reply("The request_id names a job submitted with a different body (another"
                        " proof kind, priority or inputs); nothing changes; Location points at"
                        " that job."),
-            413: Reply("Body larger than server.max_body_bytes."),
+            413: Reply("Body larger than the proof kind's inputs can need (known from its"
+                       " circuit), than the largest configured kind's (refused while it is"
+                       " read), or than server.max_body_bytes."),
             422: Reply("Inputs that fail witness generation."),
-            503: Reply("Draining for shutdown, or the journal cannot be written; retry after"
-                       " Retry-After seconds.", headers=RETRY_AFTER),
+            503: Reply("Draining for shutdown, the journal cannot be written, or the host memory"
+                       " budget has no room to parse the body now; retry after Retry-After"
+                       " seconds.", headers=RETRY_AFTER),
             507: Reply("A partition needs more memory than the whole budget."),
         },
     ),

@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -36,7 +36,7 @@ from cuzk.engine.events import (
 from cuzk.engine.jobs import Job, Partition
 from cuzk.engine.journal import JobRecord, Journal, JournalError, JournalRecorder, inputs_digest
 from cuzk.engine.keys import KeyResidency
-from cuzk.engine.memory import MemoryBudget, auto_budget
+from cuzk.engine.memory import MemoryBudget, Reservation, auto_budget
 from cuzk.engine.pipeline import Pipeline
 from cuzk.engine.settings import EngineSettings
 from cuzk.engine.snapshot import BudgetView, EngineSnapshot, JobView, KeyView, WaiterView
@@ -600,6 +600,27 @@ class Engine:
                 "key_host_bytes": rk.host_bytes if rk else None,
             })
         return out
+
+    def input_elements(self, proof_kind: str) -> int | None:
+        """Field elements one partition's inputs hold, when the prover knows it (None when not):
+        the front end bounds a submit's body by it before parsing."""
+        if proof_kind not in self.settings.proof_kinds:
+            raise UnknownProofKind(f"unknown proof kind {proof_kind!r}")
+        count: Callable[[str], int] | None = getattr(self.prover, "input_elements", None)
+        return int(count(proof_kind)) if count is not None else None
+
+    def reserve_request_memory(self, nbytes: int) -> Reservation:
+        """Hold ``nbytes`` of the host budget for a request's parsing and validation, now or
+        never: one that does not fit is refused (Unavailable, 503) rather than left to grow
+        the process past what the budget protects."""
+        res = self.host_budget.try_reserve(nbytes, "request_inputs")
+        if res is None:
+            raise Unavailable(
+                f"parsing this request needs {nbytes} bytes of the host memory budget"
+                " (engine.memory_budget_bytes), which are not free now; retry shortly",
+                retry_after=1,
+            )
+        return res
 
     def preload(self, proof_kind: str) -> dict:
         kind = self.settings.proof_kinds.get(proof_kind)

@@ -120,7 +120,7 @@ class EngineCollector:
                 recovered.add_metric(list(labels), n)
             mem = s.memory
             budget.add_metric([], mem.budget_bytes)
-            for consumer, n in sorted({"proving_key": 0, "partition": 0,
+            for consumer, n in sorted({"proving_key": 0, "partition": 0, "request_inputs": 0,
                                        **mem.reserved_by_consumer}.items()):
                 reserved.add_metric([consumer], n)
             waiters.add_metric([], len(mem.waiters))
