@@ -110,7 +110,8 @@ class ServerConfig:
     )
     max_body_bytes: int = setting(
         "8MiB",
-        "Largest request body accepted; a larger one is refused with 413 while it is being read.",
+        "Largest request body accepted; a larger one is refused with 413 while it is being read."
+        " A submit is bounded tighter by what the configured kinds' inputs can need.",
         byte_size,
     )
     auth_token: str = setting(
@@ -154,7 +155,20 @@ class ServerConfig:
     )
     max_requests_in_flight: int = setting(
         256,
-        "Requests being handled at once (health checks excepted); more get 503 with Retry-After.",
+        "Requests being handled at once (health checks and long-polls excepted); more get 503"
+        " with Retry-After, and /readyz says not ready while it is reached.",
+        positive_int,
+    )
+    max_long_polls: int = setting(
+        64,
+        "Long-polls (GET /v1/proofs/{id}?wait=N) waiting at once, on their own threads and apart"
+        " from max_requests_in_flight, so they never hold up submits; more get 429.",
+        positive_int,
+    )
+    max_long_polls_per_client: int = setting(
+        16,
+        "Long-polls waiting at once from one client address (all clients behind one proxy share"
+        " it); more get 429 with Retry-After.",
         positive_int,
     )
     drain_timeout_s: float = setting(

@@ -169,6 +169,9 @@ class ScriptedProver:
     def verification_key(self, proof_kind: str) -> dict[str, Any]:
         raise CuzkError("the scripted prover has no verification keys")
 
+    def input_elements(self, proof_kind: str) -> int | None:
+        return None  # scripted partitions take any inputs
+
     def verify_proof(
         self, proof_kind: str, proof: Mapping[str, Any], public: Sequence[str]
     ) -> bool | None:

@@ -16,8 +16,8 @@ for a deadline that cannot be met under ``deadline_admission = reject``; 507 a p
 larger than the whole memory budget;
 500 a corrupt server-side file (naming it) or anything unexpected. In front of the routes: 401
 without the bearer token when one is configured (``cuzk.api.auth``), 503 past
-``server.max_requests_in_flight`` (``cuzk.api.limits``); below them, 408 and closed connections
-for slow clients (``cuzk.api.server``).
+``server.max_requests_in_flight`` and 429 past the long-poll bounds (``cuzk.api.limits``); below
+them, 408 and closed connections for slow clients (``cuzk.api.server``).
 """
 
 from __future__ import annotations
@@ -48,7 +48,8 @@ from starlette.routing import Route
 from cuzk import __version__
 from cuzk.api.auth import BearerAuth, resolve_token
 from cuzk.api.front_metrics import FrontEndMetrics
-from cuzk.api.limits import InFlightLimit
+from cuzk.api.input_bounds import kind_body_limit, parse_reservation
+from cuzk.api.limits import Admission, InFlightLimit
 from cuzk.api.logsafe import loggable
 from cuzk.api.openapi_front import front_end_document
 from cuzk.api.signals import OversizeNumber, check_signal_values, parse_json_int
@@ -73,8 +74,6 @@ MAX_WAIT_SECONDS = 300.0
 """Longest ``?wait=`` long-poll accepted; clients wanting longer simply poll again."""
 _WAIT_SLICE_SECONDS = 1.0
 """A long-poll waits in slices so a client that went away frees its thread within a second."""
-_LONG_POLL_THREADS = 64
-"""Long-polls get their own thread limiter so they can never starve submits of threads."""
 MAX_REQUEST_ID_CHARS = 256
 SUBMIT_FIELDS = ("proof_kind", "inputs", "request_id", "priority", "deadline")
 REQUIRED_SUBMIT_FIELDS = ("proof_kind", "inputs")
@@ -137,8 +136,9 @@ def _describe(value: object) -> str:
 # --------------------------------------------------------------------------- request parsing
 
 
-async def read_json_body(request: Request, limit: int) -> Any:
-    """Read and parse a JSON body, refusing it with 413 as soon as it passes ``limit`` bytes.
+async def read_body(request: Request, limit: int, what: str = "server.max_body_bytes") -> bytes:
+    """Read a body, refusing it with 413 as soon as it passes ``limit`` bytes (``what`` names
+    the limit).
 
     The limit is enforced on the declared Content-Length before reading and again on the bytes
     actually received (chunked bodies have no length), so an oversize body is never buffered.
@@ -151,7 +151,7 @@ async def read_json_body(request: Request, limit: int) -> Any:
             raise ApiError(
                 413,
                 f"request body of {int(declared)} bytes is larger than the limit of {limit}"
-                " bytes (server.max_body_bytes)",
+                f" bytes ({what})",
             )
     chunks: list[bytes] = []
     size = 0
@@ -160,14 +160,16 @@ async def read_json_body(request: Request, limit: int) -> Any:
             size += len(chunk)
             if size > limit:
                 raise ApiError(
-                    413,
-                    f"request body is larger than the limit of {limit} bytes"
-                    " (server.max_body_bytes)",
+                    413, f"request body is larger than the limit of {limit} bytes ({what})"
                 )
             chunks.append(chunk)
     except ClientDisconnect:
         raise ApiError(400, "client disconnected while sending the request body") from None
-    body = b"".join(chunks)
+    return b"".join(chunks)
+
+
+def parse_json(body: bytes) -> Any:
+    """Parse a JSON body; every problem is a 400 that says where."""
     if not body.strip():
         raise ApiError(400, "request body is empty; expected a JSON object")
     try:
@@ -312,7 +314,13 @@ def create_app(
         metrics = EngineMetrics(engine)
     engine_metrics = metrics
     body_limit = config.server.max_body_bytes
-    long_polls = anyio.CapacityLimiter(_LONG_POLL_THREADS)
+    server = config.server
+    admission = Admission(
+        server.max_requests_in_flight, server.max_long_polls, server.max_long_polls_per_client
+    )
+    # Long-polls wait on threads of their own (one each, as many as may wait), so they can
+    # never starve submits of threads.
+    long_polls = anyio.CapacityLimiter(server.max_long_polls)
 
     async def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
@@ -365,11 +373,52 @@ def create_app(
         names = ", ".join(c["proof_kind"] for c in circuits) or "none"
         raise ApiError(404, f"unknown proof kind {kind!r} (available: {names})")
 
+    kind_limits: dict[str, int] = {}
+
+    async def submit_body_limits() -> dict[str, int]:
+        """Per configured kind, the largest body its inputs can need (``input_bounds``), at
+        most server.max_body_bytes; computed once (kinds are fixed while the engine runs)."""
+        if not kind_limits:
+            for entry in await call(engine.circuits):
+                kind = entry["proof_kind"]
+                try:
+                    elements = await call(engine.input_elements, kind)
+                except Exception:  # no circuit to read: the submit will say what is wrong
+                    log.debug("no input size for %s", kind, exc_info=True)
+                    elements = None
+                bound = body_limit
+                if elements is not None:
+                    bound = min(body_limit, kind_body_limit(entry["partitions"], elements))
+                kind_limits[kind] = bound
+        return kind_limits
+
     @endpoint
     async def submit(request: Request) -> Response:
-        body = await read_json_body(request, body_limit)
-        kind, inputs, request_id, priority, deadline = parse_submit(body)
+        limits = await submit_body_limits()
+        largest = max(limits.values(), default=body_limit)
+        what = (
+            "server.max_body_bytes" if largest == body_limit
+            else "the most any configured proof kind's inputs can take"
+        )
+        raw = await read_body(request, largest, what)
+        reservation = await call(engine.reserve_request_memory, parse_reservation(len(raw)))
+        try:
+            return await accept(request, raw, limits)
+        finally:
+            reservation.close()
+
+    async def accept(request: Request, raw: bytes, limits: dict[str, int]) -> Response:
+        """Parse, check and submit a body already read, while its memory is reserved."""
+        kind, inputs, request_id, priority, deadline = parse_submit(parse_json(raw))
         entry = kind_known(kind, await call(engine.circuits))
+        bound = limits.get(kind, body_limit)
+        if len(raw) > bound:
+            raise ApiError(
+                413,
+                f"request body of {len(raw)} bytes is larger than proof kind {kind!r} can need"
+                f" ({bound} bytes for {entry['partitions']} partition input"
+                f"{'s' if entry['partitions'] != 1 else ''})",
+            )
         check_signal_values(inputs)
         partitions = entry["partitions"]
         if len(inputs) != partitions:
@@ -487,8 +536,14 @@ def create_app(
 
     @endpoint
     async def readyz(request: Request) -> Response:
-        # Ready = started, not draining, journal writable (the engine refuses submits otherwise).
+        # Ready = a submit now would be taken: started, not draining, journal writable (the
+        # engine refuses submits otherwise), and max_requests_in_flight not reached.
         reason = await call(engine.readiness)
+        if reason is None and admission.submits_refused():
+            reason = (
+                f"handling {admission.limit} requests, server.max_requests_in_flight: a submit"
+                " now would be refused"
+            )
         if reason is not None:
             return JSONResponse({"status": "not ready", "reason": reason}, status_code=503)
         return JSONResponse({"status": "ready"})
@@ -534,7 +589,7 @@ def create_app(
     middleware = [
         Middleware(
             InFlightLimit,
-            limit=config.server.max_requests_in_flight,
+            admission=admission,
             on_refuse=front.request_refused,
         )
     ]
@@ -565,5 +620,6 @@ def create_app(
     app.state.engine = engine
     app.state.front_metrics = front  # the server protocol counts the connections it cuts
     app.state.config = config
+    app.state.admission = admission
     app.state.metrics = engine_metrics
     return app

@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry, Counter
 CLOSE_REASONS = (
     "header_timeout", "body_timeout", "write_timeout", "too_many_connections", "malformed_request"
 )
-REFUSE_REASONS = ("unauthorized", "too_many_requests")
+REFUSE_REASONS = ("unauthorized", "too_many_requests", "too_many_long_polls")
 
 
 class FrontEndMetrics:
@@ -29,7 +29,8 @@ class FrontEndMetrics:
         self.requests_refused = Counter(
             "cuzk_http_requests_refused_total",
             "Requests refused before any route ran: a missing or wrong bearer token"
-            " (unauthorized), server.max_requests_in_flight reached (too_many_requests)",
+            " (unauthorized), server.max_requests_in_flight reached (too_many_requests),"
+            " server.max_long_polls or max_long_polls_per_client reached (too_many_long_polls)",
             ["reason"],
             registry=registry,
         )

@@ -117,14 +117,17 @@ OPERATIONS: list[Operation] = [
             409: Reply("The request_id names a job submitted with a different body (another"
                        " proof kind, priority or inputs); nothing changes; Location points at"
                        " that job."),
-            413: Reply("Body larger than server.max_body_bytes."),
+            413: Reply("Body larger than the proof kind's inputs can need (known from its"
+                       " circuit), than the largest configured kind's (refused while it is"
+                       " read), or than server.max_body_bytes."),
             422: Reply("Inputs that fail witness generation."),
             DEADLINE_REJECTED_STATUS: Reply(
-                "Draining for shutdown, or the journal cannot be written: retry after"
-                " Retry-After seconds. Or (a DeadlineRejection body, reason \"deadline\", no"
-                " Retry-After) the deadline cannot be met even at the front of the job's"
-                " priority class, for a kind whose deadline_admission is reject: send the job"
-                " to another prover.", SUBMIT_UNAVAILABLE, headers=RETRY_AFTER),
+                "Draining for shutdown, the journal cannot be written, or the host memory"
+                " budget has no room to parse the body now: retry after Retry-After seconds."
+                " Or (a DeadlineRejection body, reason \"deadline\", no Retry-After) the"
+                " deadline cannot be met even at the front of the job's priority class, for a"
+                " kind whose deadline_admission is reject: send the job to another prover.",
+                SUBMIT_UNAVAILABLE, headers=RETRY_AFTER),
             507: Reply("A partition needs more memory than the whole budget."),
         },
     ),
@@ -205,8 +208,11 @@ OPERATIONS: list[Operation] = [
         replies={200: Reply("Alive.", Health)},
     ),
     Operation(
-        "get", "/readyz", "readyz", "Readiness: the engine is started and accepting jobs",
-        replies={200: Reply("Ready.", Readiness), 503: Reply("Not ready.", Readiness)},
+        "get", "/readyz", "readyz", "Readiness: a submit now would be taken",
+        replies={200: Reply("Ready.", Readiness),
+                 503: Reply("Not ready: not started, draining, the journal cannot be written,"
+                            " or server.max_requests_in_flight is reached (the reason says"
+                            " which).", Readiness)},
     ),
     Operation(
         "get", "/openapi.json", "openapi", "This document",

@@ -1,7 +1,7 @@
 """What the front end adds to every operation of the OpenAPI document.
 
 The routes document their own answers (``cuzk.api.openapi.OPERATIONS``). In front of them sit
-the bearer token check (``cuzk.api.auth``), the bound on requests in flight
+the bearer token check (``cuzk.api.auth``), the bounds on requests in flight and on long-polls
 (``cuzk.api.limits``) and the server protocol's deadlines, connection cap and answers to
 malformed HTTP (``cuzk.api.server``). Their answers are the same for every route, so they are
 mapped over the operation list here, from the same facts the front end acts on, for the server
@@ -17,6 +17,7 @@ from typing import Any
 
 from cuzk.api.auth import OPEN_PATHS as AUTH_OPEN_PATHS
 from cuzk.api.limits import EXEMPT_PATHS as LIMIT_EXEMPT_PATHS
+from cuzk.api.limits import LONG_POLL_PATH
 from cuzk.api.openapi import OPERATIONS, RETRY_AFTER, Operation, Reply, openapi_schema
 from cuzk.protocol import Error
 
@@ -52,6 +53,11 @@ HEADERS_TOO_LARGE = Reply(
 )
 TRANSFER_CODING_NOT_IMPLEMENTED = Reply(
     "A Transfer-Encoding other than chunked; the connection is closed after this answer."
+)
+TOO_MANY_LONG_POLLS = Reply(
+    "A long-poll (?wait=) past server.max_long_polls_per_client from this client or"
+    " server.max_long_polls in all; poll without ?wait= or retry after Retry-After seconds.",
+    headers=RETRY_AFTER,
 )
 BUSY = "the server is at server.max_connections connections"
 BUSY_LIMITED = (
@@ -95,6 +101,8 @@ def front_end_operations(
         replies.setdefault(431, HEADERS_TOO_LARGE)
         replies.setdefault(501, TRANSFER_CODING_NOT_IMPLEMENTED)
         replies[503] = _busy(replies.get(503), op.path not in LIMIT_EXEMPT_PATHS)
+        if op.method == "get" and op.path == LONG_POLL_PATH:
+            replies[429] = TOO_MANY_LONG_POLLS
         out.append(dataclasses.replace(op, replies=replies, extra=extra))
     return out
 

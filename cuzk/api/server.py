@@ -34,9 +34,17 @@ part of a request is still awaited:
   aborted (a plain close would wait to flush the buffer the client never drains) and the app
   sees a disconnect.
 
-A request that runs out of time is answered ``408`` (JSON, ``Connection: close``) when some of it
-has arrived and no response has started, and the connection is closed either way. Requests in
-flight are bounded in the app (``cuzk.api.limits``), where the response can be JSON.
+A request that runs out of time is answered ``408`` (JSON, ``Connection: close``) unless a
+response has started, and the connection is closed either way. The header deadline is answered
+even when nothing has arrived: under load a client's request can be in flight as the deadline
+passes, and a connection closed without a word looks to it like a request lost (issue 19: in
+2,000-connection floods some admitted connections that had sent a whole request got nothing);
+408 tells it to send the request again. Every connection closed with an answer (408, 400, the
+503 past the connection cap) lingers: its side is closed (FIN) but what the client still sends is
+read and discarded for up to ``LINGER_S``, since closing a socket with unread bytes makes the
+kernel send a reset, which can overtake the answer and destroy it. Lingering connections do not
+count against ``max_connections`` (and are at most that many). Requests in flight are bounded in
+the app (``cuzk.api.limits``), where the response can be JSON.
 
 uvicorn answers malformed HTTP framing (what h11 refuses: a bad request line or header, a header
 block over h11's size limit, bad chunked encoding, an unsupported transfer coding) with a plain
@@ -57,7 +65,7 @@ import sys
 import termios
 from collections.abc import Callable
 from http import HTTPStatus
-from typing import Any
+from typing import Any, ClassVar
 
 import h11
 import uvicorn
@@ -70,6 +78,9 @@ log = logging.getLogger("cuzk.api.server")
 _DONE_STATES = (h11.DONE, h11.MUST_CLOSE, h11.CLOSED, h11.ERROR, h11.SWITCHED_PROTOCOL)
 _DETAIL_CHARS = 200  # h11's message may quote the client's bytes: enough to see what was wrong
 _TIMER_SLACK_S = 0.005  # asyncio may run a timer this much early (its clock resolution)
+LINGER_S = 2.0
+"""After answering and closing its side, how long a connection still reads (and discards) what
+the client sends, so a request arriving late meets no reset that would destroy the answer."""
 _BYTEARRAY = re.compile(r"bytearray\((b(['\"]).*?\2)\)")
 
 
@@ -116,6 +127,8 @@ class GuardedH11Protocol(H11Protocol):
     write_timeout_s: float = 30.0
     max_connections: int = 1024
     on_close: Callable[[str], None] | None = None  # told the reason of each connection it cuts
+    # Per server (protocol_class makes one per configuration): answered, closing, still read.
+    lingering: ClassVar[set[GuardedH11Protocol]] = set()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -124,8 +137,8 @@ class GuardedH11Protocol(H11Protocol):
         self._unsent = 0  # bytes the client had not taken at the last check while paused
         self._last_progress = 0.0  # loop time the client last took some
         self._phase: str | None = None  # "headers" | "body" while a deadline runs
-        self._request_bytes = 0  # bytes of the request whose headers are awaited
         self._refused = False
+        self._lingering: asyncio.TimerHandle | None = None
 
     # -- deadlines
 
@@ -133,7 +146,6 @@ class GuardedH11Protocol(H11Protocol):
         self._disarm()
         self._phase = phase
         if phase == "headers":
-            self._request_bytes = 0
             delay, handler = self.header_timeout_s, self._on_header_timeout
         else:
             delay, handler = self.body_timeout_s, self._on_body_timeout
@@ -171,19 +183,30 @@ class GuardedH11Protocol(H11Protocol):
             self.cycle.message_event.set()
         if abort:
             self.transport.abort()
+        elif (
+            response is not None
+            and self.transport.can_write_eof()
+            and len(self.lingering) < self.max_connections  # bounded, as open connections are
+        ):
+            self._linger()
         else:
             self.transport.close()
+
+    def _linger(self) -> None:
+        """Close our side once the answer is sent, but keep reading (and discarding) for up to
+        ``LINGER_S``: closing a socket with unread bytes makes the kernel send a reset, and a
+        reset can reach the client before it has read the answer, which it then never sees."""
+        self._disarm()
+        self.transport.write_eof()
+        self.lingering.add(self)
+        self._lingering = self.loop.call_later(LINGER_S, self.transport.close)
 
     def _on_header_timeout(self) -> None:
         self._deadline = None
         why = f"request headers not received within {self.header_timeout_s:g} s"
-        response = None
-        if self._request_bytes:
-            response = _raw_response(
-                408,
-                "Request Timeout",
-                f"{why} (server.header_timeout_s)",
-            )
+        # Answered even when nothing arrived: a request may be in flight (a client that sent
+        # it just now must learn it was not taken; 408 tells it to repeat the request).
+        response = _raw_response(408, "Request Timeout", f"{why} (server.header_timeout_s)")
         self._close("header_timeout", why, response)
 
     def _on_body_timeout(self) -> None:
@@ -264,7 +287,7 @@ class GuardedH11Protocol(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        if len(self.connections) > self.max_connections:
+        if len(self.connections) - len(self.lingering) > self.max_connections:
             self._refused = True
             self._close(
                 "too_many_connections",
@@ -281,13 +304,11 @@ class GuardedH11Protocol(H11Protocol):
         self._arm("headers")
 
     def data_received(self, data: bytes) -> None:
-        if self._refused:
-            return
+        if self._refused or self._lingering is not None:
+            return  # answered and closing: what the client still sends is discarded
         if self._phase is None and self.conn.their_state is h11.IDLE:
             # The first byte of the next request on a kept-alive connection.
             self._arm("headers")
-        if self._phase == "headers":
-            self._request_bytes += len(data)
         super().data_received(data)
         if not self.transport.is_closing():
             self._follow_client_state()
@@ -299,9 +320,19 @@ class GuardedH11Protocol(H11Protocol):
         else:
             self._follow_client_state()
 
+    def shutdown(self) -> None:
+        """The server is stopping: a connection already answered and lingering just closes."""
+        if self._lingering is not None:
+            self.transport.close()
+            return
+        super().shutdown()
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         self._stop_write_deadline()
+        if self._lingering is not None:
+            self._lingering.cancel()
+            self.lingering.discard(self)
         super().connection_lost(exc)
 
 
@@ -320,6 +351,7 @@ def protocol_class(
             "write_timeout_s": s.write_timeout_s,
             "max_connections": s.max_connections,
             "on_close": staticmethod(on_close) if on_close is not None else None,
+            "lingering": set(),
         },
     )
 

@@ -36,8 +36,8 @@ from rich.text import Text
 from cuzk import __version__
 from cuzk.cli._http import CliError, add_server_argument, make_client, request
 from cuzk.cli._layout import Column, fit
-from cuzk.cli._pager import Pager, read_keys
 from cuzk.cli._output import error_console
+from cuzk.cli._pager import Pager, read_keys
 from cuzk.protocol import (
     ACTIVE_PHASES,
     TERMINAL_STATES,

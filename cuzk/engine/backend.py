@@ -128,6 +128,11 @@ class ProverBackend(Protocol):
         """Drop the a/b/c arrays once the GPU phase no longer needs them."""
         ...
 
+    def input_elements(self, proof_kind: str) -> int | None:
+        """Field elements one partition's inputs hold (the front end bounds a submit's body by
+        it before parsing); None when this prover cannot tell."""
+        ...
+
     def verify_proof(
         self, proof_kind: str, proof: Mapping[str, Any], public: Sequence[str]
     ) -> bool | None:

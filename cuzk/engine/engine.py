@@ -47,7 +47,7 @@ from cuzk.engine.journal import (
 )
 from cuzk.engine.keys import KeyResidency
 from cuzk.engine.leases import GpuWorker
-from cuzk.engine.memory import MemoryBudget, auto_budget
+from cuzk.engine.memory import MemoryBudget, Reservation, auto_budget
 from cuzk.engine.pipeline import Pipeline
 from cuzk.engine.predict import Item, PhaseEstimates, predict, seed_from
 from cuzk.engine.scheduling import ARRIVAL
@@ -889,6 +889,26 @@ class Engine:
                 "key_host_bytes": rk.host_bytes if rk else None,
             })
         return out
+
+    def input_elements(self, proof_kind: str) -> int | None:
+        """Field elements one partition's inputs hold, when the prover knows it (None when not):
+        the front end bounds a submit's body by it before parsing."""
+        if proof_kind not in self.settings.proof_kinds:
+            raise UnknownProofKind(f"unknown proof kind {proof_kind!r}")
+        return self.prover.input_elements(proof_kind)
+
+    def reserve_request_memory(self, nbytes: int) -> Reservation:
+        """Hold ``nbytes`` of the host budget for a request's parsing and validation, now or
+        never: one that does not fit is refused (Unavailable, 503) rather than left to grow
+        the process past what the budget protects."""
+        res = self.host_budget.try_reserve(nbytes, "request_inputs")
+        if res is None:
+            raise Unavailable(
+                f"parsing this request needs {nbytes} bytes of the host memory budget"
+                " (engine.memory_budget_bytes), which are not free now; retry shortly",
+                retry_after=1,
+            )
+        return res
 
     def preload(self, proof_kind: str) -> dict[str, Any]:
         kind = self.settings.proof_kinds.get(proof_kind)

@@ -314,6 +314,14 @@ class MemoryBudget:
         self._changed()
         return res
 
+    def try_reserve(self, nbytes: int, consumer: str) -> Reservation | None:
+        """Hold ``nbytes`` if they fit now, else None: never waits and never evicts (for
+        short-lived holders such as a request being parsed, which must not unload a key)."""
+        with self._cond:
+            if nbytes < 0 or self._reserved + nbytes > self.total:
+                return None
+            return self._grant(int(nbytes), consumer)
+
     def try_grow(self, res: Reservation, nbytes: int) -> bool:
         """Add ``nbytes`` to a live reservation if they fit now; never waits (a holder that
         learns its true size must not wait while holding: see cuzk.engine.keys)."""

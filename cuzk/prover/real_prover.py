@@ -108,6 +108,7 @@ class RealProver:
         self._vks: dict[str, tuple[tuple[str, int, int], dict]] = {}
         self._layouts: dict[str, tuple[tuple[str, int, int], KeyLayout]] = {}
         self._parsed_vks: dict[str, tuple[tuple[str, int, int], Any]] = {}
+        self._input_elements: dict[str, int] = {}
 
     def lanes_per_device(self) -> dict[str, int]:
         """Lanes (one per GPU worker) on each CUDA device; empty on the CPU backend."""
@@ -225,6 +226,17 @@ class RealProver:
             layout = KeyLayout.of_r1cs(read_r1cs(source))
         self._layouts[proof_kind] = (stamp, layout)
         return layout
+
+    def input_elements(self, proof_kind: str) -> int:
+        """Field elements one partition's inputs hold (the r1cs header's public and private
+        input counts, arrays flattened): what bounds a submit's body before it is parsed."""
+        cached = self._input_elements.get(proof_kind)
+        if cached is None:
+            from cuzk.formats.r1cs import read_r1cs
+
+            r1cs = read_r1cs(self._circuit_paths(proof_kind)[0], load_constraints=False)
+            cached = self._input_elements[proof_kind] = int(r1cs.n_pub_in + r1cs.n_prv_in)
+        return cached
 
     def key_bytes_hint(self, proof_kind: str) -> int:
         """The host bytes the loaded key will hold: the exact figure the budget charges once it

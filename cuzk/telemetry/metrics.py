@@ -134,7 +134,7 @@ class EngineCollector:
             lost.add_metric([], 1.0 if s.journal_lost else 0.0)
             mem = s.memory
             budget.add_metric([], mem.budget_bytes)
-            for consumer, n in sorted({"proving_key": 0, "partition": 0,
+            for consumer, n in sorted({"proving_key": 0, "partition": 0, "request_inputs": 0,
                                        **mem.reserved_by_consumer}.items()):
                 reserved.add_metric([consumer], n)
             waiters.add_metric([], len(mem.waiters))

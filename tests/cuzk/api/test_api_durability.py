@@ -23,8 +23,9 @@ KINDS = {"winning-post": (1, "critical"), "window-post": (1, "high")}
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[TestClient, Any, ScriptedProver]]:
+    # Room to parse the large body below (parsing is reserved from the budget).
     engine, prover, _ = make_test_engine(KINDS, journal_path=tmp_path / "journal.sqlite3",
-                                         synthesis_threads=1)
+                                         synthesis_threads=1, memory_budget_bytes=64 << 20)
     engine.start()
     with TestClient(create_app(engine, Config())) as client:
         yield client, engine, prover

@@ -6,7 +6,6 @@ import http.client
 import socket
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -16,7 +15,6 @@ from cuzk.api.server import uvicorn_config
 from cuzk.config import Config, ServerConfig
 from cuzk.engine.engine import Engine
 from cuzk.serve_process import uvicorn_in_thread
-from cuzk.testing import ScriptedProver
 
 
 def metric_value(exposition: str, name: str, reason: str) -> float:
@@ -75,38 +73,40 @@ def test_connections_past_the_cap_get_503_and_are_closed(capped: str) -> None:
     assert metric_value(metrics, "cuzk_http_connections_closed_total", "too_many_connections") == 1
 
 
-def test_requests_past_the_in_flight_bound_get_503_health_still_answers(
-    narrow: str, prover: ScriptedProver
-) -> None:
-    gate = prover.hold("gpu", "1")
+def hold_request(url: str) -> socket.socket:
+    """A submit whose body never completes: it holds its in-flight slot while the app reads."""
+    host, port = url.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)))
+    sock.sendall(
+        b"POST /v1/proofs HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+        b"content-length: 100\r\n\r\n{"
+    )
+    return sock
+
+
+def wait_for(condition, what: str, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} within {timeout:g} s"
+        time.sleep(0.02)
+
+
+def test_requests_past_the_in_flight_bound_get_503_probes_still_answer(narrow: str) -> None:
     with httpx.Client(base_url=narrow, timeout=30) as client:
-        job = client.post(
-            "/v1/proofs", json={"proof_kind": "winning-post", "inputs": [{"tag": "1"}]}
-        ).json()
-        assert gate.wait_entered()
-        with ThreadPoolExecutor(2) as pool:
-
-            def long_poll():  # type: ignore[no-untyped-def]
-                return pool.submit(client.get, f"/v1/proofs/{job['id']}", params={"wait": 20})
-
-            polls = [long_poll(), long_poll()]
-            deadline = time.monotonic() + 10
-            while True:  # both long-polls are inside the app once a third request is refused
-                r = client.get("/v1/status")
-                if r.status_code == 503:
-                    break
-                # A long-poll that arrived while a probe was in flight was itself refused.
-                polls = [
-                    long_poll() if p.done() and p.result().status_code == 503 else p for p in polls
-                ]
-                assert time.monotonic() < deadline, "the bound never applied"
-                time.sleep(0.05)
+        held = [hold_request(narrow), hold_request(narrow)]
+        try:
+            wait_for(lambda: client.get("/v1/status").status_code == 503, "the bound applied")
+            r = client.get("/v1/status")
             assert r.headers["retry-after"] == "1"
             assert "server.max_requests_in_flight" in r.json()["error"]
             assert client.get("/healthz").status_code == 200
-            assert client.get("/readyz").status_code == 200
-            gate.release()
-            assert all(p.result().json()["state"] == "succeeded" for p in polls)
+            ready = client.get("/readyz")  # a submit now would be refused: not ready
+            assert ready.status_code == 503, ready.text
+            assert "max_requests_in_flight" in ready.json()["reason"]
+        finally:
+            for sock in held:
+                sock.close()
+        wait_for(lambda: client.get("/readyz").status_code == 200, "ready once the slots free")
         assert client.get("/v1/status").status_code == 200
         metrics = client.get("/metrics").text
         assert 'cuzk_http_requests_refused_total{reason="too_many_requests"}' in metrics

@@ -108,7 +108,8 @@ def hold_until_closed(
 def test_idle_after_connect_is_closed_within_the_header_bound(tight: ServeProcess) -> None:
     took, received = hold_until_closed(tight, [])
     assert HEADER_S - 0.05 <= took <= HEADER_S + MARGIN_S, took
-    assert received == b""  # nothing was asked, nothing is answered
+    # Answered all the same: a request sent just then may be in flight (issue 19).
+    assert received.startswith(b"HTTP/1.1 408 "), received
 
 
 def test_slow_headers_are_closed_with_408(tight: ServeProcess) -> None:

@@ -125,7 +125,7 @@ def test_gauges_follow_live_state():
         reserved = {
             s.labels["consumer"]: s.value for s in fams["cuzk_memory_reserved_bytes"].samples
         }
-        assert reserved == {"partition": 400, "proving_key": 1000}
+        assert reserved == {"partition": 400, "proving_key": 1000, "request_inputs": 0}
         keys = {
             (s.labels["proof_kind"], s.labels["location"]): s.value
             for s in fams["cuzk_proving_key_resident_bytes"].samples
