@@ -200,18 +200,28 @@ class KeyResidency:
         timeout: float | None = None,
         with_partition: bool = True,
         tag: object = None,
+        on_stage: Callable[[str], None] | None = None,
     ) -> tuple[ResidentKey, Reservation | None]:
         """Block until the kind's key is resident and pinned *and* (``with_partition``) the
         partition's working memory is reserved, granted together. Pair with ``release(key)``
         and the reservation's release. Raises PartitionTooLarge, ReservationAborted,
         TimeoutError or the key's load error. ``tag`` names the waiter in the budget's
-        snapshot (the engine passes the partition)."""
+        snapshot (the engine passes the partition).
+
+        ``on_stage`` is told, in this thread, where the admission is: ``"waiting_memory"``
+        before each wait for the grant, ``"loading_key"`` once granted while the key is not
+        resident yet (this caller loads it, or waits for the one that does). Loading is not
+        waiting for memory: the caller keeps the two apart in its phases and spans."""
         start = time.monotonic()
         while True:
+            if on_stage is not None:
+                on_stage("waiting_memory")
             self.need(kind)
             slot, res, created = self._wait_grant(kind, priority, abort, timeout, start,
                                                   with_partition, tag)
             try:
+                if on_stage is not None and not slot.ready.is_set():
+                    on_stage("loading_key")
                 if created:
                     self._load(slot)
                 else:
