@@ -562,6 +562,9 @@ class Engine:
                 self._active[job.id] = job
                 if job.request_id is not None:
                     self._by_request[job.request_id] = job
+                # This process answers for it from now on: submitted here, so that submitted
+                # = completed + unfinished holds (a recovered job completes in this process).
+                self.counters.inc("jobs_submitted", job.proof_kind)
             if all(p.outcome == "done" for p in job.partitions):
                 self.counters.inc("jobs_recovered", (job.proof_kind, "completed"))
                 self.pipeline.finish_job(job, "succeeded")
@@ -643,8 +646,6 @@ class Engine:
         s = self.settings
         now = time.time()
         with self._lock:
-            live = list(self._active.values())
-            finished = list(reversed(self._finished.values()))[:max(0, recent_jobs)]
             started = self._started_at
         paused = self.pipeline.gpu_queue.paused
         workers = tuple(w.view(paused) for w in self.pipeline.workers)
@@ -661,11 +662,16 @@ class Engine:
             if w.proof_kind is not None:
                 k = (w.proof_kind, "waiting_memory")
                 phases[k] = phases.get(k, 0) + 1
-        live.sort(key=lambda j: j.seq)
-        views: list[JobView] = []
-        for job in live:
-            view = job.view(waiting)
-            views.append(view)
+        # Job states and the job counters from one moment: a submit adds the job and counts it
+        # under the engine lock, a conclusion concludes and counts under the counters' lock, so
+        # submitted = completed + unfinished at every read.
+        with self._lock, self.counters.lock:
+            live = sorted(self._active.values(), key=lambda j: j.seq)
+            finished = list(reversed(self._finished.values()))[:max(0, recent_jobs)]
+            views: list[JobView] = [job.view(waiting) for job in live]
+            counts = {name: _frozen(self.counters.get(name)) for name in (
+                "jobs_submitted", "jobs_completed", "jobs_recovered", "worker_partitions")}
+        for job, view in zip(live, views, strict=True):
             if view.state == "queued":
                 key = (job.proof_kind, job.priority)
                 queued[key] = queued.get(key, 0) + 1
@@ -694,10 +700,10 @@ class Engine:
             device_memory=MappingProxyType(
                 {d: _read_budget(b)[0] for d, b in self.device_budgets.items()}),
             keys=tuple(keys),
-            jobs_submitted=_frozen(self.counters.get("jobs_submitted")),
-            jobs_completed=_frozen(self.counters.get("jobs_completed")),
-            jobs_recovered=_frozen(self.counters.get("jobs_recovered")),
-            worker_partitions=_frozen(self.counters.get("worker_partitions")),
+            jobs_submitted=counts["jobs_submitted"],
+            jobs_completed=counts["jobs_completed"],
+            jobs_recovered=counts["jobs_recovered"],
+            worker_partitions=counts["worker_partitions"],
             spans_open=len(self.spans.open_spans()),
         )
 

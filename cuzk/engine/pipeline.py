@@ -426,9 +426,10 @@ class Pipeline:
         self, job: Job, outcome: str, error: str | None = None, exc: BaseException | None = None
     ) -> bool:
         """Conclude a job once; withdraw its queued partitions (they settle as cancelled)."""
-        if not job.conclude(outcome, error):
-            return False
-        self.counters.inc("jobs_completed", (job.proof_kind, outcome))
+        with self.counters.lock:  # concluded and counted in one step for a snapshot
+            if not job.conclude(outcome, error):
+                return False
+            self.counters.inc("jobs_completed", (job.proof_kind, outcome))
         if job.span is not None:
             job.span.set_attribute("cuzk.job.status", outcome)
         job.error_exc = exc
