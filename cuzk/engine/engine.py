@@ -657,7 +657,8 @@ class Engine:
                 phases[(name, phase)] = 0
         # One read of the host budget gives its waiters and the partitions among them: the
         # waiting_memory counts are those partitions, so they agree with the waiters always.
-        host, waiting = _read_budget(self.host_budget)
+        host_snap, key_bytes = self.keys.read_with_host()
+        host, waiting = _budget_view(host_snap)
         for w in host.waiters:
             if w.proof_kind is not None:
                 k = (w.proof_kind, "waiting_memory")
@@ -705,6 +706,7 @@ class Engine:
             jobs_recovered=counts["jobs_recovered"],
             worker_partitions=counts["worker_partitions"],
             spans_open=len(self.spans.open_spans()),
+            key_bytes=MappingProxyType(key_bytes),
         )
 
     def status(self) -> dict:
@@ -728,7 +730,11 @@ def _frozen(table: Mapping[Any, int]) -> Mapping[Any, int]:
 
 def _read_budget(budget: MemoryBudget) -> tuple[BudgetView, set[int]]:
     """One locked read of a budget, and the ids of the partitions among its waiters."""
-    snap = budget.snapshot()
+    return _budget_view(budget.snapshot())
+
+
+def _budget_view(snap: dict) -> tuple[BudgetView, set[int]]:
+    """A budget's snapshot as a view, and the ids of the partitions among its waiters."""
     waiters = []
     waiting: set[int] = set()
     for w in snap["waiters"]:

@@ -146,6 +146,9 @@ class KeyResidency:
         self._lock = threading.Lock()  # guards _kind_locks only
         self._kind_locks: dict[str, threading.Lock] = {}
         self._slots: dict[str, ResidentKey] = {}  # under _cond: the kind's current slot
+        # Under _cond: every slot whose reservations hold bytes (loading, resident or
+        # evicting), so the key bytes and the budget's proving_key bytes are read as one.
+        self._holding: dict[int, ResidentKey] = {}
         self._needs: dict[str, KindNeed] = {}  # under _cond
         self.loads: dict[str, int] = {}
         self.unloads: dict[str, int] = {}
@@ -290,6 +293,7 @@ class KeyResidency:
             slot.reservations.append(b._grant(n.key_device, CONSUMER, slot))
             slot.device_bytes[device] = n.key_device
         self._slots[kind] = slot
+        self._holding[id(slot)] = slot
         return slot
 
     def _devices_can_run(self, kind: str, n: KindNeed, slot: ResidentKey | None) -> bool:
@@ -316,6 +320,7 @@ class KeyResidency:
                 del self._slots[slot.proof_kind]
             for r in slot.reservations:
                 r.budget._drop(r)
+            self._holding.pop(id(slot), None)
         slot.ready.set()
 
     def _load(self, slot: ResidentKey) -> None:
@@ -411,10 +416,11 @@ class KeyResidency:
         except Exception:  # the bytes still go: the key object is dropped with the slot
             log.exception("unloading the %s proving key failed", kind)
         finally:
-            for r in slot.reservations:
-                if not r.closed:
-                    r.budget._finish_eviction(r, counted=slot.for_room)
-            with self._cond:
+            with self._cond:  # the bytes go back and the slot leaves the books in one step
+                for r in slot.reservations:
+                    if not r.closed:
+                        r.budget._finish_eviction_locked(r, counted=slot.for_room)
+                self._holding.pop(id(slot), None)
                 slot.state = "gone"
             if self.on_evicted is not None:
                 self.on_evicted(kind, slot.for_room)
@@ -467,6 +473,20 @@ class KeyResidency:
         with self._cond:
             slot = self._slots.get(kind)
             return slot is not None and slot.state == "resident"
+
+    def read_with_host(self) -> tuple[dict, dict[tuple[str, str], int]]:
+        """The host budget's snapshot and the host bytes of every key slot by (proof kind,
+        state: loading, resident, evicting), from one hold of the shared lock: the key bytes
+        sum to the budget's ``proving_key`` bytes at every read (a key being loaded is
+        reserved before it is resident, and stays reserved while it is unloaded)."""
+        with self._cond:
+            host = self._host.snapshot_locked()
+            out: dict[tuple[str, str], int] = {}
+            for slot in self._holding.values():
+                k = (slot.proof_kind, slot.state)
+                out[k] = out.get(k, 0) + sum(
+                    r.held for r in slot.reservations if r.budget is self._host and not r.closed)
+        return host, out
 
     def snapshot(self) -> list[dict]:
         now = time.monotonic()

@@ -89,6 +89,11 @@ class EngineCollector:
         keys = GaugeMetricFamily(
             "cuzk_proving_key_resident_bytes", "Bytes of resident proving keys",
             labels=["proof_kind", "location"])
+        key_bytes = GaugeMetricFamily(
+            "cuzk_proving_key_bytes",
+            "Host bytes reserved for each proving key by its state (loading, resident, "
+            "evicting); they sum to cuzk_memory_reserved_bytes{consumer=\"proving_key\"}",
+            labels=["proof_kind", "state"])
         build = GaugeMetricFamily(
             "cuzk_build_info", "Build information (always 1)", labels=["version", "backend"])
         dev_budget = GaugeMetricFamily(
@@ -137,6 +142,8 @@ class EngineCollector:
                     resident[(k.proof_kind, "device")] = sum(k.device_bytes.values())
             for labels, n in sorted(resident.items()):
                 keys.add_metric(list(labels), n)
+            for labels, n in sorted(s.key_bytes.items()):
+                key_bytes.add_metric(list(labels), n)
             build.add_metric([s.version, s.backend], 1.0)
             for device, dev in sorted(s.device_memory.items()):
                 dev_budget.add_metric([device], dev.budget_bytes)
@@ -144,7 +151,8 @@ class EngineCollector:
                                            **dev.reserved_by_consumer}.items()):
                     dev_reserved.add_metric([device, consumer], n)
         yield from (busy, busy_s, lease_age, paused, parts, queued, phases, submitted, completed,
-                    recovered, budget, reserved, waiters, evictions, evicted, keys, build)
+                    recovered, budget, reserved, waiters, evictions, evicted, keys, key_bytes,
+                    build)
         if s is None or s.device_memory:  # absent, not zero, where no device budget exists
             yield from (dev_budget, dev_reserved)
 
