@@ -142,8 +142,8 @@ class EngineCollector:
                     resident[(k.proof_kind, "device")] = sum(k.device_bytes.values())
             for labels, n in sorted(resident.items()):
                 keys.add_metric(list(labels), n)
-            for labels, n in sorted(s.key_bytes.items()):
-                key_bytes.add_metric(list(labels), n)
+            for (kind, state), n in sorted(s.key_bytes.items()):
+                key_bytes.add_metric([kind, state], n)
             build.add_metric([s.version, s.backend], 1.0)
             for device, dev in sorted(s.device_memory.items()):
                 dev_budget.add_metric([device], dev.budget_bytes)
