@@ -25,6 +25,7 @@ DEFAULT_PRIORITY: Priority = "normal"
 ActivePhase = Literal[
     "queued_synthesis",
     "waiting_memory",
+    "loading_key",
     "synthesizing",
     "queued_gpu",
     "proving",
@@ -33,9 +34,11 @@ ActivePhase = Literal[
 """A partition's phase while it is in flight, in pipeline order (docs/design.md section 2).
 
 ``queued_synthesis``: in the queue for a synthesis thread. ``waiting_memory``: its memory
-reservation is waiting, and only then. ``synthesizing``: a synthesis thread holds it (proving
-key, reservation, witness, a/b/c). ``queued_gpu``: waiting for a GPU worker. ``proving``: a GPU
-worker's lease on it is open. ``finalizing``: handed to the finalizer pool.
+reservation is waiting, and only then. ``loading_key``: granted, while its kind's proving key
+loads (read from disk, checked, uploaded), by its own thread or another partition's.
+``synthesizing``: a synthesis thread holds it (proving key, reservation, witness, a/b/c).
+``queued_gpu``: waiting for a GPU worker. ``proving``: a GPU worker's lease on it is open.
+``finalizing``: handed to the finalizer pool.
 """
 PartitionOutcome = Literal["done", "failed", "cancelled"]
 Phase = Literal[ActivePhase, PartitionOutcome]

@@ -51,6 +51,7 @@ from cuzk.protocol import (
 PHASE_HEADERS = {
     "queued_synthesis": "synth queue",
     "waiting_memory": "mem wait",
+    "loading_key": "key load",
     "synthesizing": "synth",
     "queued_gpu": "gpu queue",
     "proving": "proving",

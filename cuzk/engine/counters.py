@@ -7,8 +7,13 @@ from collections.abc import Hashable
 
 
 class Counters:
+    """``lock`` (re-entrant) lets a caller make a counter step and the state change it counts
+    one step for readers that hold it too: a job concluded and counted completed, or seen
+    before both (the engine's snapshot reads job states and counters under it)."""
+
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self.lock = threading.RLock()
+        self._lock = self.lock
         self._values: dict[str, dict[Hashable, int]] = {}
 
     def inc(self, name: str, key: Hashable, n: int = 1) -> None:

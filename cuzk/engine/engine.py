@@ -851,6 +851,9 @@ class Engine:
             self._active[job.id] = job
             if job.request_id is not None:
                 self._by_request[job.request_id] = job
+            # This process answers for it from now on: submitted here, so that submitted
+            # = completed + unfinished holds (a recovered job completes in this process).
+            self.counters.inc("jobs_submitted", job.proof_kind)
         if all(p.outcome == "done" for p in job.partitions):
             self.pipeline.finish_job(job, "succeeded")
         else:
@@ -949,8 +952,6 @@ class Engine:
         s = self.settings
         now = time.time()
         with self._lock:
-            live = list(self._active.values())
-            finished = list(reversed(self._finished.values()))[:max(0, recent_jobs)]
             started = self._started_at
         paused = self.pipeline.gpu_queue.paused
         workers = tuple(w.view(paused) for w in self.pipeline.workers)
@@ -962,17 +963,23 @@ class Engine:
                 phases[(name, phase)] = 0
         # One read of the host budget gives its waiters and the partitions among them: the
         # waiting_memory counts are those partitions, so they agree with the waiters always.
-        host, waiting = _read_budget(self.host_budget)
+        host_snap, key_bytes = self.keys.read_with_host()
+        host, waiting = _budget_view(host_snap)
         for w in host.waiters:
             if w.proof_kind is not None:
                 k = (w.proof_kind, "waiting_memory")
                 phases[k] = phases.get(k, 0) + 1
-        live.sort(key=lambda j: j.seq)
         predicted, backlog = self._predict()
-        views: list[JobView] = []
-        for job in live:
-            view = job.view(waiting, predicted.get(job.id))
-            views.append(view)
+        # Job states and the job counters from one moment: a submit adds the job and counts it
+        # under the engine lock, a conclusion concludes and counts under the counters' lock, so
+        # submitted = completed + unfinished at every read.
+        with self._lock, self.counters.lock:
+            live = sorted(self._active.values(), key=lambda j: j.seq)
+            finished = list(reversed(self._finished.values()))[:max(0, recent_jobs)]
+            views: list[JobView] = [job.view(waiting, predicted.get(job.id)) for job in live]
+            counts = {name: _frozen(self.counters.get(name)) for name in (
+                "jobs_submitted", "jobs_completed", "jobs_recovered", "worker_partitions")}
+        for job, view in zip(live, views, strict=True):
             if view.state == "queued":
                 key = (job.proof_kind, job.priority)
                 queued[key] = queued.get(key, 0) + 1
@@ -1001,13 +1008,14 @@ class Engine:
             device_memory=MappingProxyType(
                 {d: _read_budget(b)[0] for d, b in self.device_budgets.items()}),
             keys=tuple(keys),
-            jobs_submitted=_frozen(self.counters.get("jobs_submitted")),
-            jobs_completed=_frozen(self.counters.get("jobs_completed")),
-            jobs_recovered=_frozen(self.counters.get("jobs_recovered")),
+            jobs_submitted=counts["jobs_submitted"],
+            jobs_completed=counts["jobs_completed"],
+            jobs_recovered=counts["jobs_recovered"],
             journal_proofs_rejected=_frozen(self.counters.get("journal_proofs_rejected")),
             journal_lost=self.journal is not None and self.journal.lost is not None,
-            worker_partitions=_frozen(self.counters.get("worker_partitions")),
+            worker_partitions=counts["worker_partitions"],
             spans_open=len(self.spans.open_spans()),
+            key_bytes=MappingProxyType(key_bytes),
             deadlines_missed=_frozen(self.counters.get("deadlines_missed")),
             jobs_rejected=_frozen(self.counters.get("jobs_rejected")),
             synthesis_preempted=_frozen(self.counters.get("synthesis_preempted")),
@@ -1036,7 +1044,11 @@ def _frozen(table: Mapping[Any, int]) -> Mapping[Any, int]:
 
 def _read_budget(budget: MemoryBudget) -> tuple[BudgetView, set[int]]:
     """One locked read of a budget, and the ids of the partitions among its waiters."""
-    snap = budget.snapshot()
+    return _budget_view(budget.snapshot())
+
+
+def _budget_view(snap: dict) -> tuple[BudgetView, set[int]]:
+    """A budget's snapshot as a view, and the ids of the partitions among its waiters."""
     waiters = []
     waiting: set[int] = set()
     for w in snap["waiters"]:

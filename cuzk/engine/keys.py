@@ -147,6 +147,9 @@ class KeyResidency:
         self._lock = threading.Lock()  # guards _kind_locks only
         self._kind_locks: dict[str, threading.Lock] = {}
         self._slots: dict[str, ResidentKey] = {}  # under _cond: the kind's current slot
+        # Under _cond: every slot whose reservations hold bytes (loading, resident or
+        # evicting), so the key bytes and the budget's proving_key bytes are read as one.
+        self._holding: dict[int, ResidentKey] = {}
         self._needs: dict[str, KindNeed] = {}  # under _cond
         self.loads: dict[str, int] = {}
         self.unloads: dict[str, int] = {}
@@ -197,19 +200,29 @@ class KeyResidency:
         timeout: float | None = None,
         with_partition: bool = True,
         tag: object = None,
-        order: tuple = (),
+        order: tuple[Any, ...] = (),
+        on_stage: Callable[[str], None] | None = None,
     ) -> tuple[ResidentKey, Reservation | None]:
         """Block until the kind's key is resident and pinned *and* (``with_partition``) the
         partition's working memory is reserved, granted together. Pair with ``release(key)``
         and the reservation's release. Raises PartitionTooLarge, ReservationAborted,
         TimeoutError or the key's load error. ``tag`` names the waiter in the budget's
-        snapshot (the engine passes the partition); ``order`` is its scheduler key."""
+        snapshot (the engine passes the partition); ``order`` is its scheduler key.
+
+        ``on_stage`` is told, in this thread, where the admission is: ``"waiting_memory"``
+        before each wait for the grant, ``"loading_key"`` once granted while the key is not
+        resident yet (this caller loads it, or waits for the one that does). Loading is not
+        waiting for memory: the caller keeps the two apart in its phases and spans."""
         start = time.monotonic()
         while True:
+            if on_stage is not None:
+                on_stage("waiting_memory")
             self.need(kind)
             slot, res, created = self._wait_grant(kind, priority, abort, timeout, start,
                                                   with_partition, tag, order)
             try:
+                if on_stage is not None and not slot.ready.is_set():
+                    on_stage("loading_key")
                 if created:
                     self._load(slot)
                 else:
@@ -279,6 +292,7 @@ class KeyResidency:
             slot.reservations.append(b._grant(n.key_device, CONSUMER, slot))
             slot.device_bytes[device] = n.key_device
         self._slots[kind] = slot
+        self._holding[id(slot)] = slot
         return slot
 
     def _devices_can_run(self, kind: str, n: KindNeed, slot: ResidentKey | None) -> bool:
@@ -305,6 +319,7 @@ class KeyResidency:
                 del self._slots[slot.proof_kind]
             for r in slot.reservations:
                 r.budget._drop(r)
+            self._holding.pop(id(slot), None)
         slot.ready.set()
 
     def _load(self, slot: ResidentKey) -> None:
@@ -399,10 +414,11 @@ class KeyResidency:
         except Exception:  # the bytes still go: the key object is dropped with the slot
             log.exception("unloading the %s proving key failed", kind)
         finally:
-            for r in slot.reservations:
-                if not r.closed:
-                    r.budget._finish_eviction(r, counted=slot.for_room)
-            with self._cond:
+            with self._cond:  # the bytes go back and the slot leaves the books in one step
+                for r in slot.reservations:
+                    if not r.closed:
+                        r.budget._finish_eviction_locked(r, counted=slot.for_room)
+                self._holding.pop(id(slot), None)
                 slot.state = "gone"
             if self.on_evicted is not None:
                 self.on_evicted(kind, slot.for_room)
@@ -455,6 +471,20 @@ class KeyResidency:
         with self._cond:
             slot = self._slots.get(kind)
             return slot is not None and slot.state == "resident"
+
+    def read_with_host(self) -> tuple[dict[str, Any], dict[tuple[str, str], int]]:
+        """The host budget's snapshot and the host bytes of every key slot by (proof kind,
+        state: loading, resident, evicting), from one hold of the shared lock: the key bytes
+        sum to the budget's ``proving_key`` bytes at every read (a key being loaded is
+        reserved before it is resident, and stays reserved while it is unloaded)."""
+        with self._cond:
+            host = self._host.snapshot_locked()
+            out: dict[tuple[str, str], int] = {}
+            for slot in self._holding.values():
+                k = (slot.proof_kind, slot.state)
+                out[k] = out.get(k, 0) + sum(
+                    r.held for r in slot.reservations if r.budget is self._host and not r.closed)
+        return host, out
 
     def snapshot(self) -> list[dict[str, Any]]:
         now = time.monotonic()

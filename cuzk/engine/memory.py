@@ -372,15 +372,20 @@ class MemoryBudget:
         """The holder has freed the memory: give the bytes back (once). ``counted``: an
         eviction for room (metrics), not a holder giving itself back."""
         with self._cond:
-            if res._closed:
-                raise ReservationError(f"{res!r} evicted after it was released")
-            if res._evicting:
-                self._freeing -= res._held
-                res._evicting = False
-            if counted:
-                self.evictions += 1
-                self.evicted_bytes += res._held
-            self._drop(res)
+            self._finish_eviction_locked(res, counted)
+
+    def _finish_eviction_locked(self, res: Reservation, counted: bool = True) -> None:
+        """``_finish_eviction`` for a caller that holds the lock (and updates its own books in
+        the same step)."""
+        if res._closed:
+            raise ReservationError(f"{res!r} evicted after it was released")
+        if res._evicting:
+            self._freeing -= res._held
+            res._evicting = False
+        if counted:
+            self.evictions += 1
+            self.evicted_bytes += res._held
+        self._drop(res)
 
     def _drop(self, res: Reservation) -> None:
         if res._evicting:
@@ -426,17 +431,22 @@ class MemoryBudget:
 
     def snapshot(self) -> dict[str, Any]:
         with self._cond:
-            return {
-                "name": self.name,
-                "budget_bytes": self.total,
-                "reserved_bytes": self._reserved,
-                "free_bytes": self.total - self._reserved,
-                "reserved_by_consumer": self._by_consumer(),
-                "waiters": [
-                    {"consumer": w.consumer, "bytes": w.nbytes, "priority_rank": w.rank,
-                     **w.detail}
-                    for w in self._waiters
-                ],
-                "evictions": self.evictions,
-                "evicted_bytes": self.evicted_bytes,
-            }
+            return self.snapshot_locked()
+
+    def snapshot_locked(self) -> dict:
+        """``snapshot`` for a caller that holds the lock (to read other books in the same
+        step: the key slots, cuzk.engine.keys)."""
+        return {
+            "name": self.name,
+            "budget_bytes": self.total,
+            "reserved_bytes": self._reserved,
+            "free_bytes": self.total - self._reserved,
+            "reserved_by_consumer": self._by_consumer(),
+            "waiters": [
+                {"consumer": w.consumer, "bytes": w.nbytes, "priority_rank": w.rank,
+                 **w.detail}
+                for w in self._waiters
+            ],
+            "evictions": self.evictions,
+            "evicted_bytes": self.evicted_bytes,
+        }

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from cuzk.engine.backend import ProverBackend
 from cuzk.engine.counters import Counters
@@ -57,6 +57,32 @@ class _Stage:
         self.fin_scope: PhaseScope | None = None
         self.fin_done: threading.Event | None = None
         self.device_reservation: Any = None
+
+
+class _AdmissionStages:
+    """A partition's admission as phases and spans: ``waiting_memory`` (span cuzk.memory.wait)
+    while its grant waits, ``loading_key`` (span cuzk.key.load) while its kind's key loads.
+    Both nest in ``synthesizing``; each stage closes the previous one, so a failed load is an
+    error on the key's span, not on the memory wait."""
+
+    SPANS: ClassVar[dict[str, str]] = {
+        "waiting_memory": "cuzk.memory.wait", "loading_key": "cuzk.key.load"}
+
+    def __init__(self, pipeline: Pipeline, p: Partition) -> None:
+        self._pipeline = pipeline
+        self._p = p
+        self._scope: PhaseScope | None = None
+
+    def __call__(self, stage: str) -> None:
+        self.close()
+        p = self._p
+        span = self._pipeline.spans.start(self.SPANS[stage], p.span, self._pipeline._attrs(p))
+        self._scope = p.open_phase(stage, span, nested=True)
+
+    def close(self, error: BaseException | None = None) -> None:
+        if self._scope is not None:
+            scope, self._scope = self._scope, None
+            scope.close(error)
 
 
 class Pipeline:
@@ -288,31 +314,31 @@ class Pipeline:
         assert st.synth_scope is not None  # opened when it was queued
         st.synth_scope.close()
         self._make_room(p)
-        mem_span = self.spans.start("cuzk.memory.wait", p.span, self._attrs(p))
+        stages = _AdmissionStages(self, p)
         try:
             # One grant: the key (pinned) and the working memory together, or nothing held
-            # while waiting (cuzk.engine.keys explains why).
-            with p.open_phase("waiting_memory", nested=True):
-                p.key, p.reservation = self.keys.admit(
-                    job.proof_kind, job.priority,
-                    abort=lambda: job.terminal or self.draining or self._outranked(p),
-                    tag=p, order=self.key(p))
-            mem_span.set_attribute("cuzk.memory.bytes", p.reservation.held)
+            # while waiting (cuzk.engine.keys explains why); then the key's load, if it is not
+            # resident yet, as its own phase and span.
+            p.key, p.reservation = self.keys.admit(
+                job.proof_kind, job.priority,
+                abort=lambda: job.terminal or self.draining or self._outranked(p),
+                tag=p, order=self.key(p), on_stage=stages)
             if self.bus.active:
                 self.bus.publish(MemoryWaited(
                     self.host.name, PARTITION_CONSUMER, p.reservation.waited_s))
         except ReservationAborted:
-            self.spans.end(mem_span)
+            stages.close()
             if job.terminal:
                 return self._abandon(p)
             if self.draining:
                 return self._park(p, scope)
             return self._requeue(p, scope)
         except Exception as exc:
-            self.spans.end(mem_span, exc)
+            stages.close(exc)
             return self._fail(p, exc)
-        self.spans.end(mem_span)
+        stages.close()
         if p.span is not None:
+            p.span.set_attribute("cuzk.memory.bytes", p.reservation.held)
             for name, value in p.key.handle.sizes.items():
                 p.span.set_attribute(f"cuzk.circuit.{name}", value)
         if job.terminal:
@@ -489,9 +515,10 @@ class Pipeline:
         self, job: Job, outcome: str, error: str | None = None, exc: BaseException | None = None
     ) -> bool:
         """Conclude a job once; withdraw its queued partitions (they settle as cancelled)."""
-        if not job.conclude(outcome, error):
-            return False
-        self.counters.inc("jobs_completed", (job.proof_kind, outcome))
+        with self.counters.lock:  # concluded and counted in one step for a snapshot
+            if not job.conclude(outcome, error):
+                return False
+            self.counters.inc("jobs_completed", (job.proof_kind, outcome))
         if job.deadline is not None and (job.finished_at or 0.0) > job.deadline:
             self.note_missed(job)  # finished late (or cut at the deadline)
         if job.span is not None:

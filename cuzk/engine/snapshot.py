@@ -230,6 +230,9 @@ class EngineSnapshot:
     spans_open: int  # engine spans not yet ended: 0 when idle (a leak check from outside)
     # Unfinished jobs found in the journal at start: (proof_kind, outcome) -> count.
     jobs_recovered: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    # Host bytes of every proving-key slot by (proof_kind, state: loading, resident,
+    # evicting), read with ``memory`` in one step: they sum to its proving_key bytes.
+    key_bytes: Mapping[tuple[str, str], int] = field(default_factory=dict)
     # Journaled proofs not served (proven again): (proof_kind, "checksum"|"verification") -> n.
     journal_proofs_rejected: Mapping[tuple[str, str], int] = field(default_factory=dict)
     journal_lost: bool = False  # the journal file was deleted or replaced under the server

@@ -99,6 +99,11 @@ class EngineCollector:
         keys = GaugeMetricFamily(
             "cuzk_proving_key_resident_bytes", "Bytes of resident proving keys",
             labels=["proof_kind", "location"])
+        key_bytes = GaugeMetricFamily(
+            "cuzk_proving_key_bytes",
+            "Host bytes reserved for each proving key by its state (loading, resident, "
+            "evicting); they sum to cuzk_memory_reserved_bytes{consumer=\"proving_key\"}",
+            labels=["proof_kind", "state"])
         build = GaugeMetricFamily(
             "cuzk_build_info", "Build information (always 1)", labels=["version", "backend"])
         dev_budget = GaugeMetricFamily(
@@ -151,6 +156,8 @@ class EngineCollector:
                     resident[(k.proof_kind, "device")] = sum(k.device_bytes.values())
             for labels, n in sorted(resident.items()):
                 keys.add_metric(list(labels), n)
+            for (kind, state), n in sorted(s.key_bytes.items()):
+                key_bytes.add_metric([kind, state], n)
             build.add_metric([s.version, s.backend], 1.0)
             for device, dev in sorted(s.device_memory.items()):
                 dev_budget.add_metric([device], dev.budget_bytes)
@@ -159,7 +166,7 @@ class EngineCollector:
                     dev_reserved.add_metric([device, consumer], n)
         yield from (busy, busy_s, lease_age, paused, parts, queued, phases, submitted, completed,
                     recovered, rejected, lost, budget, reserved, waiters, evictions, evicted, keys,
-                    build)
+                    key_bytes, build)
         yield from _deadline_families(s)
         if s is None or s.device_memory:  # absent, not zero, where no device budget exists
             yield from (dev_budget, dev_reserved)

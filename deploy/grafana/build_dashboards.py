@@ -546,7 +546,8 @@ def gpu_workers() -> dict:
         timeseries(
             "Partitions by phase",
             "Partitions in each pipeline phase (instance_phase:cuzk_partitions:sum): "
-            "waiting_memory, queued_synthesis, synthesizing, queued_gpu, proving, finalizing.",
+            "queued_synthesis, waiting_memory, loading_key, synthesizing, queued_gpu, proving, "
+            "finalizing.",
             "short",
             [q(f"sum by (phase) (instance_phase:cuzk_partitions:sum{{{SEL}}})", "{{phase}}")],
             stack=True),

@@ -536,8 +536,9 @@ def test_engine_and_prometheus_end_to_end(stack):
         _wait_for("the idle condition to hold while paused", lambda: prom.query(idle_condition),
                   40, procs=s.procs)
         if can_suppress:
+            # It fires once the pause has lasted its whole (compressed) 15-minute window: 30 s.
             _wait_for(f"{PAUSED} to become active",
-                      lambda: prom.active({PAUSED}, paused_at, time.time()), 30, procs=s.procs)
+                      lambda: prom.active({PAUSED}, paused_at, time.time()), 60, procs=s.procs)
             time.sleep(3)
             active = prom.active({IDLE}, paused_at, time.time())
             assert not active, f"{IDLE} paged during a maintenance pause: {active}"

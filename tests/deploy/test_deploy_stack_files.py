@@ -10,7 +10,9 @@ from cuzk.config import load_config
 from tests.deploy._deploy_util import DEPLOY, PROM_DIR, PROVISIONING, ROOT, load_yaml
 
 COMPOSE = ROOT / "docker-compose.yml"
-SERVICES = {"cuzk", "otel-collector", "jaeger", "prometheus", "grafana", "alertmanager"}
+SERVICES = {"cuzk", "otel-collector", "jaeger", "jaeger-data-init", "prometheus", "grafana",
+            "alertmanager"}
+ONE_SHOT = {"jaeger-data-init"}  # runs once before its dependants, then exits
 
 
 class _TagLoader(yaml.SafeLoader):
@@ -92,6 +94,8 @@ def test_compose_healthchecks_and_start_order():
     for name, svc in services.items():
         for dep, cond in svc.get("depends_on", {}).items():
             want = "service_healthy" if "healthcheck" in services[dep] else "service_started"
+            if dep in ONE_SHOT:
+                want = "service_completed_successfully"
             assert cond == {"condition": want}, (name, dep)
     assert set(services["grafana"]["depends_on"]) == {"prometheus", "jaeger", "alertmanager"}
     assert set(services["prometheus"]["depends_on"]) == {"alertmanager"}
@@ -249,3 +253,39 @@ def test_dockerfile_matches_engine():
     for line in re.findall(r"^COPY (.+)$", text, flags=re.M):
         for path in [w for w in line.split()[:-1] if not w.startswith("--")]:
             assert (ROOT / path).exists(), f"Dockerfile copies {path}, which does not exist"
+
+
+def test_jaeger_keeps_traces_on_a_volume():
+    """Exemplar links from Prometheus's 15 days of history open traces in Jaeger: Jaeger must
+    keep them across a restart (Badger on a named volume, not the in-memory default), for as
+    long as Prometheus keeps the samples that link to them."""
+    compose = _compose()
+    jaeger = compose["services"]["jaeger"]
+    mounts = dict(v.rsplit(":", 1)[0].split(":", 1) if v.count(":") == 2 else v.split(":", 1)
+                  for v in jaeger["volumes"])
+    assert mounts["./deploy/jaeger/config.yaml"] == "/etc/jaeger/config.yaml"
+    assert "jaeger-data" in compose["volumes"]
+    data_dir = mounts["jaeger-data"]
+    assert jaeger["command"] == ["--config=/etc/jaeger/config.yaml"]
+    config = load_yaml(DEPLOY / "jaeger" / "config.yaml")
+    store = config["extensions"]["jaeger_query"]["storage"]["traces"]
+    assert config["exporters"]["jaeger_storage_exporter"]["trace_storage"] == store
+    assert config["service"]["pipelines"]["traces"]["exporters"] == ["jaeger_storage_exporter"]
+    badger = config["extensions"]["jaeger_storage"]["backends"][store]["badger"]
+    assert set(config["extensions"]["jaeger_storage"]["backends"][store]) == {"badger"}
+    assert badger["ephemeral"] is False
+    for d in badger["directories"].values():
+        assert d.startswith(data_dir + "/"), (d, data_dir)
+    ttl_h = int(badger["ttl"]["spans"].removesuffix("h"))
+    retention = next(a for a in compose["services"]["prometheus"]["command"]
+                     if a.startswith("--storage.tsdb.retention.time="))
+    assert ttl_h == 24 * int(retention.split("=")[1].removesuffix("d"))
+    # The collector sends OTLP gRPC to the receiver Jaeger listens on.
+    assert config["receivers"]["otlp"]["protocols"]["grpc"]["endpoint"].endswith(":4317")
+    # The image runs as uid 10001; a fresh named volume is root's: the one-shot init hands the
+    # same volume over before Jaeger starts.
+    init = compose["services"]["jaeger-data-init"]
+    assert init["command"][:2] == ["chown", "-R"] and init["command"][2].startswith("10001:")
+    assert f"jaeger-data:{data_dir}" in init["volumes"] and init["command"][3] == data_dir
+    assert jaeger["depends_on"] == {
+        "jaeger-data-init": {"condition": "service_completed_successfully"}}

@@ -21,8 +21,8 @@ from cuzk.api.app import create_app
 from cuzk.api.input_bounds import kind_body_limit, parse_reservation
 from cuzk.circuits.registry import bundled_circuits
 from cuzk.engine.engine import Engine
-from cuzk.engine.real_prover import RealProver
 from cuzk.engine.settings import EngineSettings, default_proof_kinds
+from cuzk.prover.real_prover import RealProver
 from tests.conftest import KEYS_DIR
 
 SMALL, LARGE = "winning-post", "porep-c2"

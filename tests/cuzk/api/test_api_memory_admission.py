@@ -51,7 +51,7 @@ def test_the_readme_budget_refuses_porep_c2_before_its_key_exists(tmp_path: Path
 def need() -> int:
     """What one porep-c2 partition needs with its key resident, measured by loading it."""
     ensure_zkey(KIND, Path(bundled_circuits()[KIND].r1cs_path), KEYS_DIR)
-    from cuzk.engine.real_prover import RealProver
+    from cuzk.prover.real_prover import RealProver
 
     prover = RealProver(EngineSettings(backend="cpu", proof_kinds=default_proof_kinds(),
                                        keys_dir=KEYS_DIR))

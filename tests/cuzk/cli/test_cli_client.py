@@ -178,9 +178,9 @@ def test_status_frame_shows_proving_workers_and_phases(
     assert [w[3] for w in workers] == ["proving", "proving"]
     assert all(w[1] == job["id"] and w[2] == "porep-c2" for w in workers)  # in full
     assert sorted(w[4] for w in workers) == ["0", "1"]
-    # Columns: synth queue, mem wait, synth, gpu queue, proving, finalize, total.
+    # Columns: synth queue, mem wait, key load, synth, gpu queue, proving, finalize, total.
     row = next(line.split() for line in lines if line.lstrip().startswith("porep-c2"))
-    assert row == ["porep-c2", "·", "·", "·", "1", "2", "·", "3"], row
+    assert row == ["porep-c2", "·", "·", "·", "·", "1", "2", "·", "3"], row
     assert "Memory budget" in text and "/ 1.0 MiB" in text  # the 1 MiB budget
     assert "proving_key 1000 B" in text  # the resident key's reservation
     assert "Resident proving keys" in text

@@ -29,6 +29,7 @@ CONTRACT = {
     "cuzk_memory_evictions": ("counter", set()),
     "cuzk_memory_evicted_bytes": ("counter", set()),
     "cuzk_proving_key_resident_bytes": ("gauge", {"proof_kind", "location"}),
+    "cuzk_proving_key_bytes": ("gauge", {"proof_kind", "state"}),
     "cuzk_build_info": ("gauge", {"version", "backend"}),
     "cuzk_jobs_recovered": ("counter", {"proof_kind", "outcome"}),
     "cuzk_journal_proofs_rejected": ("counter", {"proof_kind", "reason"}),
