@@ -36,3 +36,12 @@ def order_key(
     if order == ARRIVAL or deadline is None or math.isnan(deadline):
         return (rank, math.inf, seq, index)
     return (rank, deadline, seq, index)
+
+
+def outranks(a: OrderKey, b: OrderKey) -> bool:
+    """Whether work keyed ``a`` may preempt the synthesis of work keyed ``b``: a higher class,
+    or the same class with a deadline against none (what goes first anyway, never one deadline
+    against another, so deadline work never thrashes its own kind)."""
+    if a[0] != b[0]:
+        return a[0] < b[0]
+    return math.isfinite(a[1]) and not math.isfinite(b[1])
