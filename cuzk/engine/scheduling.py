@@ -1,4 +1,4 @@
-"""The scheduler's order: which queued partition goes next (docs/design.md section 8).
+"""The scheduler's order: which queued partition goes next.
 
 One key serves every queue that orders work (synthesis, memory waiters, GPU, finalize), so a
 head that reuses the engine's scheduler (the cluster head) orders the same way:
