@@ -353,8 +353,12 @@ class Journal:
     def save_figures(self, name: str, figures: Mapping[str, Any]) -> None:
         """Keep a small JSON document (the phase-duration estimates) for the next start."""
         text = json.dumps(figures, sort_keys=True, separators=(",", ":"))
-        self._write(lambda db: db.execute(
-            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (f"figures.{name}", text)))
+
+        def write(db: sqlite3.Connection) -> None:
+            db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                       (f"figures.{name}", text))
+
+        self._write(write)
 
     def figures(self, name: str) -> dict[str, Any]:
         """What ``save_figures`` kept ({} when nothing, or when it is unreadable)."""
@@ -398,8 +402,9 @@ class Journal:
                     " traceparent, span_context, attempt, seq, submitted_at, state, error,"
                     " finished_at, deadline"
                     f" FROM jobs {sql}", args).fetchall()
-                out = [JobRecord(r[0], r[1], r[2], r[3], json.loads(r[4]), *r[5:14],
-                                 deadline=r[14]) for r in rows]
+                out = [JobRecord(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6], r[7],
+                                 r[8], r[9], r[10], r[11], r[12], r[13], deadline=r[14])
+                       for r in rows]
                 for rec in out:
                     for idx, proof, public in db.execute(
                             "SELECT idx, proof, public FROM partitions WHERE job_id = ?",
