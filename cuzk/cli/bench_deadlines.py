@@ -23,7 +23,9 @@ synthesis preemption) and ``new-nopreempt``, the same without synthesis preempti
 preemption buys). Two
 priority settings: ``bundled`` (winning-post critical, window-post high, background normal) and
 ``flat`` (every kind normal, as an operator who never set priorities has). Printed per run:
-deadlines missed per kind, winning-post latency p50/p99, GPU busy fraction, background
+deadlines missed per kind (a job that finished late or was cut at its deadline; a submit the
+lagging driver made after its deadline had passed is counted apart, as the harness's fault),
+winning-post latency p50/p99 (submit to outcome, cut jobs included), GPU busy fraction, background
 throughput, prediction error (median / p95 of |predicted - actual finish|, predicted at
 submit), refusals, and the p99 time a critical partition waited for a synthesis thread or for
 memory (the most that preempting lower-priority synthesis could give back).
