@@ -193,8 +193,8 @@ class Engine:
                 on_write=self._journal_written)
             JournalRecorder(self.journal).subscribe(self.events)
             seed_from(self.estimates, self.journal.figures(FIGURES))  # the last run's, first
-        for name, kind in s.proof_kinds.items():
-            for phase, seconds in kind.phase_seconds:
+        for name, pk in s.proof_kinds.items():
+            for phase, seconds in pk.phase_seconds:
                 self.estimates.seed(name, phase, seconds)
         self.deadlines = DeadlineWatch(self._deadline_passed)
         for kind in s.proof_kinds:

@@ -552,8 +552,12 @@ class Journal:
     def save_figures(self, name: str, figures: Mapping[str, Any]) -> None:
         """Keep a small JSON document (the phase-duration estimates) for the next start."""
         text = json.dumps(figures, sort_keys=True, separators=(",", ":"))
-        self._write(lambda db: db.execute(
-            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (f"figures.{name}", text)))
+
+        def write(db: sqlite3.Connection) -> None:
+            db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                       (f"figures.{name}", text))
+
+        self._write(write)
 
     def figures(self, name: str) -> dict[str, Any]:
         """What ``save_figures`` kept ({} when nothing, or when it is unreadable)."""

@@ -31,7 +31,7 @@ from cuzk.engine.keys import PARTITION_CONSUMER, KeyResidency
 from cuzk.engine.leases import GpuWorker
 from cuzk.engine.memory import MemoryBudget, ReservationAborted
 from cuzk.engine.queues import WorkQueue
-from cuzk.engine.scheduling import ARRIVAL, DEADLINE, Order, OrderKey, order_key
+from cuzk.engine.scheduling import ARRIVAL, DEADLINE, Order, OrderKey, order_key, outranks
 from cuzk.engine.settings import EngineSettings
 from cuzk.engine.spans import SpanBook
 
@@ -218,22 +218,24 @@ class Pipeline:
         return s.preempt_synthesis and s.scheduler != ARRIVAL
 
     def _outranked(self, p: Partition) -> bool:
-        """Under the budget lock: a partition of a higher class waits for a synthesis thread
-        while this one's thread waits for memory (it holds nothing yet: it gives way)."""
+        """Under the budget lock: work that outranks this one (``scheduling.outranks``) waits for
+        a synthesis thread while this one's thread waits for memory (it holds nothing yet: it
+        gives way)."""
         if not self._preempting:
             return False
         head = self.pending.head_key()
-        return head is not None and head[0] < self.key(p)[0]
+        return head is not None and outranks(head, self.key(p))
 
     def _make_room(self, p: Partition) -> None:
         """Preempt synthesis for ``p``: when its working memory does not fit now, withdraw
-        synthesized partitions of a lower class still queued for a GPU (latest in the order
-        first), drop their a/b/c and queue them for synthesis again, until it would fit.
+        synthesized partitions it outranks (a lower class, or no deadline against its deadline)
+        still queued for a GPU (latest in the order first), drop their a/b/c and queue them for
+        synthesis again, until it would fit.
         Their synthesis is redone later (the price; ``cuzk bench deadlines`` measures it)."""
         if not self._preempting:
             return
-        rank = self.key(p)[0]
-        if not any(self.key(q)[0] > rank for q in self.gpu_queue.items()):
+        mine = self.key(p)
+        if not any(outranks(mine, self.key(q)) for q in self.gpu_queue.items()):
             return
         try:
             n = self.keys.need(p.job.proof_kind)
@@ -244,7 +246,7 @@ class Pipeline:
         short = self.host.reserved + need - self.host.total
         if short <= 0:
             return
-        victims = sorted((q for q in self.gpu_queue.items() if self.key(q)[0] > rank),
+        victims = sorted((q for q in self.gpu_queue.items() if outranks(mine, self.key(q))),
                          key=self.key, reverse=True)
         chosen: set[int] = set()
         for q in victims:

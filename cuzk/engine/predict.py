@@ -1,7 +1,8 @@
 """Finish-time predictions: streaming per-kind phase durations, and the queue played forward.
 
-``PhaseEstimates`` keeps, per proof kind, an exponentially weighted mean of each measured
-partition phase (``synthesizing`` without its memory wait, ``proving``, ``finalizing``). It
+``PhaseEstimates`` keeps, per proof kind, the median of the last ``WINDOW`` measurements of
+each partition phase (``synthesizing`` without its memory wait, ``proving``, ``finalizing``;
+a median, so one stalled measurement does not move every prediction). It
 starts from the figures the journal kept from the last run, else from the kind's configured
 ``phase_seconds``, else knows nothing: a kind without a figure is never predicted (no
 hard-coded constant stands in for a measurement).
@@ -17,26 +18,29 @@ from __future__ import annotations
 
 import heapq
 import math
+import statistics
 import threading
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from cuzk.protocol import PREDICTED_PHASES
 
 __all__ = ["PREDICTED_PHASES", "Item", "PhaseEstimates", "predict", "seed_from"]
-ALPHA = 0.2
-"""Weight of the newest measurement: about the last ten partitions of a kind count."""
+WINDOW = 31
+"""Measurements per (kind, phase) whose median is the estimate."""
 
 
 class PhaseEstimates:
-    """Per proof kind and phase: a streaming mean of measured seconds (thread-safe)."""
+    """Per proof kind and phase: the median of the latest measured seconds (thread-safe)."""
 
-    def __init__(self, alpha: float = ALPHA) -> None:
-        if not 0 < alpha <= 1:
-            raise ValueError("alpha must be in (0, 1]")
-        self.alpha = alpha
+    def __init__(self, window: int = WINDOW) -> None:
+        if window < 1:
+            raise ValueError("window must be >= 1")
+        self.window = window
         self._lock = threading.Lock()
-        self._mean: dict[tuple[str, str], float] = {}
+        self._mean: dict[tuple[str, str], float] = {}  # the current estimate
+        self._recent: dict[tuple[str, str], deque[float]] = {}
         self._count: dict[tuple[str, str], int] = {}
 
     def seed(self, kind: str, phase: str, seconds: float) -> None:
@@ -51,12 +55,10 @@ class PhaseEstimates:
             return
         key = (kind, phase)
         with self._lock:
-            n = self._count.get(key, 0)
-            old = self._mean.get(key)
-            # The first measurement replaces a seed; then the mean moves by alpha.
-            self._mean[key] = seconds if n == 0 or old is None else \
-                old + self.alpha * (seconds - old)
-            self._count[key] = n + 1
+            recent = self._recent.setdefault(key, deque(maxlen=self.window))
+            recent.append(float(seconds))  # the first measurement replaces a seed
+            self._mean[key] = statistics.median_low(recent)  # a measured value
+            self._count[key] = self._count.get(key, 0) + 1
 
     def get(self, kind: str, phase: str) -> float | None:
         with self._lock:

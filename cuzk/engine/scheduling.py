@@ -1,4 +1,4 @@
-"""The scheduler's order: which queued partition goes next (docs/design.md section 8).
+"""The scheduler's order: which queued partition goes next.
 
 One key serves every queue that orders work (synthesis, memory waiters, GPU, finalize), so a
 head that reuses the engine's scheduler (the cluster head) orders the same way:
@@ -36,3 +36,12 @@ def order_key(
     if order == ARRIVAL or deadline is None or math.isnan(deadline):
         return (rank, math.inf, seq, index)
     return (rank, deadline, seq, index)
+
+
+def outranks(a: OrderKey, b: OrderKey) -> bool:
+    """Whether work keyed ``a`` may preempt the synthesis of work keyed ``b``: a higher class,
+    or the same class with a deadline against none (what goes first anyway, never one deadline
+    against another, so deadline work never thrashes its own kind)."""
+    if a[0] != b[0]:
+        return a[0] < b[0]
+    return math.isfinite(a[1]) and not math.isfinite(b[1])

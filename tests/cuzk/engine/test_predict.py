@@ -25,15 +25,20 @@ def test_an_estimate_is_never_negative_nor_non_finite(observations):
         assert v is None or (math.isfinite(v) and v >= 0)
 
 
-def test_a_measurement_replaces_the_seed_then_the_mean_moves():
-    est = PhaseEstimates(alpha=0.5)
+def test_a_measurement_replaces_the_seed_then_the_median_of_the_window_counts():
+    est = PhaseEstimates(window=3)
     est.seed("k", "proving", 10.0)
     assert est.get("k", "proving") == 10.0
     est.observe("k", "proving", 2.0)
     assert est.get("k", "proving") == 2.0
     est.observe("k", "proving", 4.0)
-    assert est.get("k", "proving") == 3.0
-    assert est.measured("k", "proving") == 2
+    assert est.get("k", "proving") == 2.0  # the lower middle: always a measured value
+    est.observe("k", "proving", 500.0)  # one stall does not move it far
+    assert est.get("k", "proving") == 4.0
+    for _ in range(3):
+        est.observe("k", "proving", 1.0)  # the window forgets older figures
+    assert est.get("k", "proving") == 1.0
+    assert est.measured("k", "proving") == 6
 
 
 def known(s: float, g: float, f: float) -> PhaseEstimates:

@@ -8,7 +8,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cuzk.engine.scheduling import ARRIVAL, order_key
+from cuzk.engine.scheduling import ARRIVAL, order_key, outranks
 from cuzk.protocol import PRIORITIES, PRIORITY_RANK
 
 jobs = st.lists(
@@ -55,3 +55,13 @@ def test_arrival_order_ignores_deadlines(js):
 
 def test_nan_deadline_counts_as_none():
     assert order_key("normal", math.nan, 3) == order_key("normal", None, 3)
+
+
+@given(jobs, jobs)
+def test_preemption_only_for_work_that_goes_first_and_never_deadline_against_deadline(a, b):
+    ka = order_key(a[0][0], a[0][1], 0)
+    kb = order_key(b[0][0], b[0][1], 1)
+    if outranks(ka, kb):
+        assert ka < kb  # it goes first in the scheduler's order anyway
+        assert not (a[0][1] is not None and b[0][1] is not None and a[0][0] == b[0][0])
+    assert not (outranks(ka, kb) and outranks(kb, ka))

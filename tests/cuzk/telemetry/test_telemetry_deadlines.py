@@ -11,6 +11,7 @@ from cuzk.testing import make_test_engine, metrics_of, wait_until
 
 FIGS = (("synthesizing", 0.0), ("proving", 2.0), ("finalizing", 0.0))
 KINDS = {"wp": K("wp", 1, "high", on_deadline_miss="cancel", phase_seconds=FIGS),
+         "late": K("late", 1, "normal", on_deadline_miss="continue"),
          "bg": (1, "normal")}
 
 
@@ -41,3 +42,21 @@ def test_min_slack_is_absent_when_idle_and_read_from_the_queue():
         assert samples(engine, "cuzk_job_deadline_missed_total")[(("proof_kind", "wp"),)] == 1
         margins = samples(engine, "cuzk_job_deadline_margin_seconds_count")
         assert margins.get((("proof_kind", "wp"),), 0) == 0  # a miss is never observed
+
+
+def test_the_margin_histogram_observes_only_deadlines_met():
+    engine, prover, _ = make_test_engine(KINDS, gpu_workers_per_device=1)
+    with engine:
+        ok = engine.submit("late", [{"tag": "ok"}], deadline=time.time() + 60)
+        assert engine.wait(ok.id, 10).state == "succeeded"
+        gate = prover.hold("gpu", "slow")
+        slow = engine.submit("late", [{"tag": "slow"}], deadline=time.time() + 0.2)
+        assert gate.wait_entered()
+        assert wait_until(lambda: slow.deadline_missed, 10)
+        gate.release()
+        assert engine.wait(slow.id, 10).state == "succeeded"  # late, but it finished
+        count = samples(engine, "cuzk_job_deadline_margin_seconds_count")
+        total = samples(engine, "cuzk_job_deadline_margin_seconds_sum")
+        assert count[(("proof_kind", "late"),)] == 1
+        assert 0 < total[(("proof_kind", "late"),)] <= 60
+        assert samples(engine, "cuzk_job_deadline_missed_total")[(("proof_kind", "late"),)] == 1
