@@ -1047,7 +1047,7 @@ def _read_budget(budget: MemoryBudget) -> tuple[BudgetView, set[int]]:
     return _budget_view(budget.snapshot())
 
 
-def _budget_view(snap: dict) -> tuple[BudgetView, set[int]]:
+def _budget_view(snap: dict[str, Any]) -> tuple[BudgetView, set[int]]:
     """A budget's snapshot as a view, and the ids of the partitions among its waiters."""
     waiters = []
     waiting: set[int] = set()

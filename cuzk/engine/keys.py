@@ -247,7 +247,7 @@ class KeyResidency:
     def _wait_grant(
         self, kind: str, priority: str, abort: Callable[[], bool] | None,
         timeout: float | None, start: float, with_partition: bool, tag: object = None,
-        order: tuple = (),
+        order: tuple[Any, ...] = (),
     ) -> tuple[ResidentKey, Reservation | None, bool]:
         def needs(n: KindNeed, slot: ResidentKey | None) -> dict[MemoryBudget, int]:
             out = {self._host: (n.working if with_partition else 0)

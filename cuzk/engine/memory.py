@@ -149,7 +149,7 @@ class _Waiter:
     consumer: str
     attempt: Attempt[Any]
     detail: dict[str, Any] = field(default_factory=dict)
-    order: tuple = ()
+    order: tuple[Any, ...] = ()
 
 
 def choose_victims(needs: dict[MemoryBudget, int], exclude: object = None) -> list[Evictable]:
@@ -221,7 +221,7 @@ class MemoryBudget:
         priority: str = "normal",
         timeout: float | None = None,
         abort: Callable[[], bool] | None = None,
-        order: tuple = (),
+        order: tuple[Any, ...] = (),
     ) -> Reservation:
         """Block until ``nbytes`` fit (evicting idle keys first), then hold them.
 
@@ -255,7 +255,7 @@ class MemoryBudget:
         timeout: float | None = None,
         abort: Callable[[], bool] | None = None,
         detail: dict[str, Any] | None = None,
-        order: tuple = (),
+        order: tuple[Any, ...] = (),
     ) -> T:
         """Queue as a waiter; when head, run ``attempt`` under the lock until it grants.
 
@@ -433,7 +433,7 @@ class MemoryBudget:
         with self._cond:
             return self.snapshot_locked()
 
-    def snapshot_locked(self) -> dict:
+    def snapshot_locked(self) -> dict[str, Any]:
         """``snapshot`` for a caller that holds the lock (to read other books in the same
         step: the key slots, cuzk.engine.keys)."""
         return {

@@ -23,6 +23,7 @@ import threading
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from cuzk.protocol import PREDICTED_PHASES
 
@@ -89,7 +90,7 @@ class Item:
     job: str
     kind: str
     priority: str
-    key: tuple
+    key: tuple[Any, ...]
     phase: str
     elapsed: float = 0.0
 
@@ -122,7 +123,7 @@ def predict(
     gpu_busy: list[float] = []  # when each worker holding a partition frees
     synth_busy: list[float] = []
     to_synth: list[Item] = []
-    ready: list[tuple[tuple, float, Item]] = []  # (key, ready time, item) for the GPU
+    ready: list[tuple[tuple[Any, ...], float, Item]] = []  # (key, ready time, item) for the GPU
 
     def done(item: Item, t: float) -> None:
         finish[item.job] = max(finish.get(item.job, t), t)

@@ -81,7 +81,7 @@ class WorkQueue(Generic[T]):
                 heapq.heapify(self._heap)
         return out
 
-    def head_key(self) -> tuple | None:
+    def head_key(self) -> tuple[Any, ...] | None:
         """The key of the item ``get`` would return next (None when empty)."""
         with self._cond:
             while self._heap and not self._heap[0][3]:

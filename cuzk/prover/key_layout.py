@@ -111,7 +111,7 @@ class KeyLayout:
         for m in (MATRIX_A, MATRIX_B, MATRIX_C):
             used[m, cons.signal[cons.matrix == m]] = True
         used[MATRIX_A, : n_public + 1] = True  # the public-input binding rows
-        any_column = used.any(axis=0)
+        any_column = np.asarray(used.any(axis=0))
         n_ab = int((cons.matrix != MATRIX_C).sum()) + n_public + 1
         domain = r1cs.domain_size
         return cls(

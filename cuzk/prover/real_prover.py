@@ -258,7 +258,9 @@ class RealProver:
         self._vks[proof_kind] = (stamp, vk)
         return vk
 
-    def verify_proof(self, proof_kind: str, proof: dict, public: list[str]) -> bool:
+    def verify_proof(
+        self, proof_kind: str, proof: Mapping[str, Any], public: Sequence[str]
+    ) -> bool | None:
         """Groth16 verification of a proof with this kind's verification key (the engine checks
         journaled proofs with it before serving them); a malformed proof is False."""
         from cuzk.prover.keys import read_verification_key
@@ -272,7 +274,7 @@ class RealProver:
             cached = (stamp, read_verification_key(path))
             self._parsed_vks[proof_kind] = cached
         try:
-            return verify(cached[1], proof, public)
+            return verify(cached[1], dict(proof), list(public))
         except ValueError:
             return False
 
