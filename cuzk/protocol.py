@@ -45,7 +45,8 @@ Phase = Literal[ActivePhase, PartitionOutcome]
 ACTIVE_PHASES: tuple[str, ...] = get_args(ActivePhase)
 PARTITION_OUTCOMES: tuple[str, ...] = get_args(PartitionOutcome)
 PARTITION_PHASES: tuple[str, ...] = ACTIVE_PHASES + PARTITION_OUTCOMES
-PREDICTED_PHASES: tuple[str, ...] = ACTIVE_PHASES[2:3] + ACTIVE_PHASES[4:]
+PredictedPhase = Literal["synthesizing", "proving", "finalizing"]
+PREDICTED_PHASES: tuple[str, ...] = get_args(PredictedPhase)
 """The phases whose measured durations predict a finish (``phase_seconds`` keys): work on a
 synthesis thread (without its memory wait), on a GPU worker, on a finalizer."""
 
