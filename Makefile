@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: serve test lint node circuits
+.PHONY: serve test lint node circuits native
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -12,16 +12,25 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test,ptx]'
 	touch $@
 
+# The native MSM extension (cuzk/prover/_native), rebuilt in place when its sources change
+# (pip install -e builds it too; this catches an existing venv and edited C sources).
+NATIVE := cuzk/prover/_native/.built
+$(NATIVE): $(BIN)/.installed setup.py $(wildcard cuzk/prover/_native/*.c cuzk/prover/_native/*.h)
+	$(BIN)/python setup.py -q build_ext --inplace
+	touch $@
+
+native: $(NATIVE)
+
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --silent
 	touch $@
 
 node: node_modules/.installed
 
-serve: $(BIN)/.installed
+serve: $(BIN)/.installed $(NATIVE)
 	$(BIN)/cuzk serve
 
-test: $(BIN)/.installed node_modules/.installed
+test: $(BIN)/.installed $(NATIVE) node_modules/.installed
 	$(BIN)/ruff check .
 	$(BIN)/pytest -q
 

@@ -74,7 +74,8 @@ class EngineSettings:
     they are beyond the newest ``job_retention`` or older than ``job_retention_s``; the journal
     follows the same rule; ``cuzk serve`` takes both from [journal]); journal_path (the SQLite
     job journal; None: jobs live in memory only and are lost on exit); record_intervals (keep
-    busy/queue intervals for the benchmark's utilisation figure).
+    busy/queue intervals for the benchmark's utilisation figure); field_arith (the CPU MSMs'
+    multiply, from [prover]).
     """
 
     backend: str = setting(
@@ -147,6 +148,7 @@ class EngineSettings:
     job_retention_s: float = 604_800.0
     journal_path: Path | None = None
     record_intervals: bool = False
+    field_arith: str = "auto"
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:

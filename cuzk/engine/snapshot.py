@@ -202,6 +202,7 @@ class EngineSnapshot:
     spans_open: int  # engine spans not yet ended: 0 when idle (a leak check from outside)
     # Unfinished jobs found in the journal at start: (proof_kind, outcome) -> count.
     jobs_recovered: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    field_arith: str = "n/a"  # the prover's CPU MSM multiply (a prover without one: n/a)
 
     def to_wire(self) -> StatusInfo:
         phases: dict[str, dict[str, int]] = {}
@@ -216,6 +217,7 @@ class EngineSnapshot:
             "uptime_s": round(self.uptime_s, 3),
             "version": self.version,
             "backend": self.backend,
+            "field_arith": self.field_arith,
             "paused": self.paused,
             "queues": {
                 "pending": self.queues.get("pending", 0),

@@ -16,12 +16,13 @@ from __future__ import annotations
 import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point
 
+from cuzk.config import FIELD_ARITH
+
 try:
     from cuzk.prover._native import _msm
 except ImportError:  # built at install; absent only where no C compiler was found
     _msm = None
 
-FIELD_ARITH = ("auto", "portable")
 _field_arith = "auto"
 
 
