@@ -56,7 +56,8 @@ class CpuBackend:
                 pool.add(Task(name, float(key.msm_points(name)),
                               lambda t, n=name, s=scalars: key.msm_g1(n, s, t)))
             h = self.h_evaluations(key, a, b, c)
-            pool.add(Task("H", float(key.msm_points("H")), lambda t: key.msm_g1("H", h, t)))
+            pool.add(Task("H", float(key.msm_points("H")), lambda t: key.msm_g1("H", h, t)),
+                     last=True)
         finally:
             results = pool.join()
         return results

@@ -57,10 +57,22 @@ class LongestFirst:
         for t in self._threads:
             t.start()
 
-    def add(self, task: Task) -> None:
+    def add(self, task: Task, last: bool = False) -> None:
+        """Queue a task; ``last`` also closes the pool in the same step, so an idle worker that
+        takes it knows nothing else will come and lends its peers to it."""
         with self._cond:
             self._queue.append(task)
-            self._cond.notify()
+            self._closed = self._closed or last
+            if last:
+                self._cond.notify_all()
+            else:
+                self._cond.notify()
+
+    @property
+    def idle(self) -> int:
+        """Workers waiting for a task."""
+        with self._cond:
+            return self._idle
 
     def close(self) -> None:
         with self._cond:
