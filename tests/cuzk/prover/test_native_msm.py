@@ -153,3 +153,20 @@ def test_arith_path_follows_the_setting():
             "bmi2-adx" if native_msm.fast_supported() else "portable")
     finally:
         native_msm.configure("auto")
+
+
+def test_the_config_key_reaches_the_prover_and_its_status(monkeypatch: pytest.MonkeyPatch):
+    from cuzk.config import load_config
+    from cuzk.engine.real_prover import RealProver
+
+    monkeypatch.setenv("CUZK_PROVER_FIELD_ARITH", "portable")
+    settings = load_config(None, check_files=False).engine_settings()
+    assert settings.field_arith == "portable"
+    try:
+        prover = RealProver(settings)
+        assert prover.field_arith == "portable"
+    finally:
+        native_msm.configure("auto")
+    monkeypatch.setenv("CUZK_PROVER_FIELD_ARITH", "fastest")
+    with pytest.raises(Exception, match="field_arith"):
+        load_config(None, check_files=False)
