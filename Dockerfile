@@ -18,14 +18,14 @@ ENV DEBIAN_FRONTEND=noninteractive \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates curl \
+    && apt-get install -y --no-install-recommends python3 python3-venv python3-dev ca-certificates curl \
     && rm -rf /var/lib/apt/lists/* \
     && python3 -m venv /opt/cuzk
 
 ENV PATH=/opt/cuzk/bin:$PATH
 
 WORKDIR /src
-COPY pyproject.toml README.md constraints.txt ./
+COPY pyproject.toml setup.py README.md constraints.txt ./
 COPY cuzk ./cuzk
 COPY kernels ./kernels
 # The exact versions the tests passed with (constraints.txt); the extras, when any, in brackets.

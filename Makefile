@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: serve test lint node circuits
+.PHONY: serve test lint node circuits native
 
 # Every install takes the exact versions in constraints.txt (scripts/freeze_constraints.py).
 # `make serve` installs the runtime only (.runtime); `make test` adds the test tools and the
@@ -22,16 +22,25 @@ $(BIN)/.installed: pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,ptx]'
 	touch $@ $(BIN)/.runtime
 
+# The native MSM extension (cuzk/prover/_native), rebuilt in place when its sources change
+# (pip install -e builds it too; this catches an existing venv and edited C sources).
+NATIVE := cuzk/prover/_native/.built
+$(NATIVE): $(BIN)/.runtime setup.py $(wildcard cuzk/prover/_native/*.c cuzk/prover/_native/*.h)
+	$(BIN)/python setup.py -q build_ext --inplace
+	touch $@
+
+native: $(NATIVE)
+
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --silent
 	touch $@
 
 node: node_modules/.installed
 
-serve: $(BIN)/.runtime
+serve: $(BIN)/.runtime $(NATIVE)
 	$(BIN)/cuzk serve
 
-test: $(BIN)/.installed node_modules/.installed
+test: $(BIN)/.installed $(NATIVE) node_modules/.installed
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/pytest -q

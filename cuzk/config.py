@@ -76,6 +76,7 @@ __all__ = [
     "ConfigError",
     "JournalConfig",
     "ProofKindConfig",
+    "ProverConfig",
     "ServerConfig",
     "TelemetryConfig",
     "byte_size",
@@ -217,6 +218,21 @@ class TelemetryConfig:
     )
 
 
+FIELD_ARITH = ("auto", "portable")
+
+
+@dataclass(frozen=True)
+class ProverConfig:
+    """[prover]: the CPU prover (the backend without a GPU, and a GPU host's fallback)."""
+
+    field_arith: str = setting(
+        "auto",
+        'Field multiply of the CPU MSMs: "auto" = mulx/adcx/adox where the CPU has BMI2 and ADX '
+        '(checked at start), "portable" = plain 64-bit C everywhere.',
+        choice(FIELD_ARITH),
+    )
+
+
 @dataclass(frozen=True)
 class JournalConfig:
     """[journal]: the on-disk record of accepted jobs, so a restart loses none."""
@@ -321,6 +337,7 @@ def _sections() -> dict[str, type]:
         "engine": _engine_settings_class(),
         "telemetry": TelemetryConfig,
         "journal": JournalConfig,
+        "prover": ProverConfig,
     }
 
 
@@ -348,6 +365,7 @@ class Config:
     engine: EngineSettings = field(default_factory=_default_engine)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     journal: JournalConfig = field(default_factory=JournalConfig)
+    prover: ProverConfig = field(default_factory=ProverConfig)
     proof_kinds: dict[str, ProofKindConfig] = field(default_factory=dict)
     source: Path | None = None  # the TOML file, if any
 
@@ -396,6 +414,7 @@ def engine_settings(config: Config) -> EngineSettings:
         journal_path=config.journal.path if config.journal.enabled else None,
         job_retention=config.journal.retention_jobs,
         job_retention_s=config.journal.retention_s,
+        field_arith=config.prover.field_arith,
         proof_kinds={
             name: ProofKindSettings(
                 name=name,

@@ -333,6 +333,8 @@ class StatusInfo(TypedDict):
     uptime_s: float
     version: str
     backend: str
+    field_arith: str
+    """The CPU MSMs' field multiply: bmi2-adx, portable, arkworks (no native MSM), or n/a."""
     paused: bool
     queues: QueueDepths
     workers: list[WorkerInfo]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -34,7 +35,14 @@ def register(subparsers: Any) -> None:
         "prover", help="cuzk's CPU prover against snarkjs groth16 prove, same zkey and witness"
     )
     pp.add_argument("kinds", nargs="*", help="bundled proof kinds (default: all)")
-    pp.add_argument("--repeat", type=int, default=3, help="runs per prover (median reported)")
+    pp.add_argument(
+        "--repeat", type=int, default=3,
+        help="interleaved runs per prover (cuzk, snarkjs, cuzk, ...); each run is printed",
+    )
+    pp.add_argument("--r1cs", type=Path, help="a circuit of your own (with --zkey and --wtns): "
+                    "whole `cuzk prove` processes against `snarkjs groth16 prove`")
+    pp.add_argument("--zkey", type=Path, help="the proving key of --r1cs (a ceremony key)")
+    pp.add_argument("--wtns", type=Path, help="a witness of --r1cs")
     pp.add_argument("--no-snarkjs", action="store_true", help="skip the snarkjs column")
     pp.add_argument("--keys-dir", type=Path, default=DEFAULT_KEYS_DIR)
     pp.add_argument("--json", type=Path, help="also write the figures as JSON here")
@@ -111,6 +119,74 @@ def _snarkjs_warm_prove(zkey: Path, wtns: Path, repeat: int) -> list[float]:
     return list(json.loads(out.stdout.strip().splitlines()[-1])["seconds"])
 
 
+def _load() -> float:
+    return os.getloadavg()[0]
+
+
+def _machine() -> dict[str, Any]:
+    """What the figures were taken on: the cores the prover uses and its multiply path."""
+    from cuzk.prover import native_msm
+    from cuzk.prover.cpu_schedule import cores
+
+    return {
+        "cores": cores(),
+        "msm": "native" if native_msm.available() else "arkworks",
+        "field_arith": native_msm.arith_path(),
+        "cpu_has_bmi2_adx": native_msm.fast_supported(),
+    }
+
+
+def _spread(runs: list[dict[str, Any]], key: str) -> dict[str, float]:
+    values = [r[key] for r in runs]
+    return {f"{key}_min": min(values), f"{key}_median": statistics.median(values),
+            f"{key}_max": max(values)}
+
+
+def _print_run(kind: str, i: int, run: dict[str, Any]) -> None:
+    sj = ""
+    if "snarkjs_ms" in run:
+        sj = f"snarkjs {run['snarkjs_ms']:.0f} ms  x{run['speedup']:.2f}  "
+    print(f"{kind} run {i + 1}: cuzk {run['cuzk_ms']:.0f} ms  {sj}load {run['load_1m']:.2f}",
+          flush=True)
+
+
+def _run_user_circuit(args: argparse.Namespace, snarkjs: str | None, machine: dict) -> int:
+    """Whole processes from the command line: `cuzk prove` against `snarkjs groth16 prove`."""
+    for flag in ("r1cs", "zkey", "wtns"):
+        path = getattr(args, flag)
+        if path is None or not path.is_file():
+            print(f"cuzk bench prover: --{flag} {path or ''}: no such file (--r1cs needs --zkey "
+                  "and --wtns)", file=sys.stderr)
+            return 2
+    runs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        cuzk_cmd = [sys.executable, "-m", "cuzk.cli.main", "prove", "--r1cs", str(args.r1cs),
+                    "--zkey", str(args.zkey), "--wtns", str(args.wtns), "--backend", "cpu",
+                    "--out", str(work)]
+        for i in range(args.repeat):
+            load = _load()
+            t0 = time.perf_counter()
+            out = subprocess.run(cuzk_cmd, check=True, capture_output=True, text=True)
+            run: dict[str, Any] = {"cuzk_ms": (time.perf_counter() - t0) * 1e3, "load_1m": load,
+                                   "cuzk_steps": out.stdout.strip().splitlines()[-1]}
+            if snarkjs:
+                run["snarkjs_ms"] = _snarkjs_cli_prove(snarkjs, args.zkey, args.wtns, work) * 1e3
+                run["speedup"] = run["snarkjs_ms"] / run["cuzk_ms"]
+            runs.append(run)
+            _print_run(args.r1cs.stem, i, run)
+            print(f"  {run['cuzk_steps']}", flush=True)
+    row: dict[str, Any] = {"circuit": str(args.r1cs), "mode": "cli", "runs": runs,
+                           **_spread(runs, "cuzk_ms")}
+    if snarkjs:
+        row |= _spread(runs, "speedup")
+        print(f"{args.r1cs.stem}: speedup x{row['speedup_min']:.2f}..x{row['speedup_max']:.2f} "
+              f"(median x{row['speedup_median']:.2f}) over {len(runs)} interleaved runs")
+    if args.json:
+        args.json.write_text(json.dumps({"machine": machine, "results": [row]}, indent=1) + "\n")
+    return 0
+
+
 def run_prover(args: argparse.Namespace) -> int:
     console = Console(width=None if sys.stdout.isatty() else 140)
     circuits = bundled_circuits()
@@ -122,6 +198,11 @@ def run_prover(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    machine = _machine()
+    print("cuzk CPU prover: {cores} cores, msm={msm}, field multiply {field_arith} "
+          "(cpu has bmi2+adx: {cpu_has_bmi2_adx})".format(**machine), flush=True)
+    if args.r1cs is not None:
+        return _run_user_circuit(args, snarkjs, machine)
     rows = []
     backend = CpuBackend()
     for kind in kinds:
@@ -136,37 +217,57 @@ def run_prover(args: argparse.Namespace) -> int:
             circuit.check_key(key)
             inputs = json.loads(Path(c.sample_input_path).read_text())
             prove_timed(key, circuit, inputs, backend)  # warm-up: numba JIT, thread pools
-            ours = [prove_timed(key, circuit, inputs, backend)[1] for _ in range(args.repeat)]
         except CuzkError as e:
             print(f"cuzk bench prover: {kind}: {e}", file=sys.stderr)
             return 1
-        row: dict[str, Any] = {
-            "proof_kind": kind,
-            "domain_size": key.sizes.domain_size,
-            "n_vars": key.sizes.n_vars,
-            "synthesize_ms": statistics.median(t.synthesize_s for t in ours) * 1e3,
-            "gpu_phase_ms": statistics.median(t.gpu_phase_s for t in ours) * 1e3,
-            "finalize_ms": statistics.median(t.finalize_s for t in ours) * 1e3,
-            "cuzk_ms": statistics.median(t.total_s for t in ours) * 1e3,
-        }
-        if snarkjs:
-            with tempfile.TemporaryDirectory() as tmp:
-                work = Path(tmp)
-                wtns = work / "witness.wtns"
-                write_wtns(wtns, circuit.calculate_witness(inputs), key.curve)
-                cli = [_snarkjs_cli_prove(snarkjs, zkey, wtns, work) for _ in range(args.repeat)]
+        with tempfile.TemporaryDirectory() as tmp:
+            work = Path(tmp)
+            wtns = work / "witness.wtns"
+            write_wtns(wtns, circuit.calculate_witness(inputs), key.curve)
+            runs, ours = [], []
+            for i in range(args.repeat):  # interleaved: both provers see the same load
+                load = _load()
+                times = prove_timed(key, circuit, inputs, backend)[1]
+                ours.append(times)
+                run: dict[str, Any] = {
+                    "cuzk_ms": times.total_s * 1e3, "load_1m": load,
+                    "synthesize_ms": times.synthesize_s * 1e3,
+                    "gpu_phase_ms": times.gpu_phase_s * 1e3,
+                    "finalize_ms": times.finalize_s * 1e3,
+                }
+                if snarkjs:
+                    warm = _snarkjs_warm_prove(zkey, wtns, 1)
+                    cli = None if warm else _snarkjs_cli_prove(snarkjs, zkey, wtns, work)
+                    run["snarkjs_ms"] = (warm[0] if warm else cli or 0.0) * 1e3
+                    run["snarkjs_in_process"] = bool(warm)
+                    run["speedup"] = run["snarkjs_ms"] / run["cuzk_ms"]
+                runs.append(run)
+                _print_run(kind, i, run)
+            row: dict[str, Any] = {
+                "proof_kind": kind,
+                "domain_size": key.sizes.domain_size,
+                "n_vars": key.sizes.n_vars,
+                "synthesize_ms": statistics.median(t.synthesize_s for t in ours) * 1e3,
+                "gpu_phase_ms": statistics.median(t.gpu_phase_s for t in ours) * 1e3,
+                "finalize_ms": statistics.median(t.finalize_s for t in ours) * 1e3,
+                "cuzk_ms": statistics.median(t.total_s for t in ours) * 1e3,
+                "runs": runs,
+            }
+            if snarkjs:
+                cli_ms = _snarkjs_cli_prove(snarkjs, zkey, wtns, work) * 1e3
                 sj_proof = json.loads((work / "sj_proof.json").read_text())
                 sj_public = json.loads((work / "sj_public.json").read_text())
                 row["snarkjs_proof_verifies"] = verify(key.verification_key, sj_proof, sj_public)
-                warm = _snarkjs_warm_prove(zkey, wtns, args.repeat)
-            row["snarkjs_cli_ms"] = statistics.median(cli) * 1e3
-            row["snarkjs_ms"] = statistics.median(warm) * 1e3 if warm else row["snarkjs_cli_ms"]
-            row["snarkjs_in_process"] = bool(warm)
-            row["speedup"] = row["snarkjs_ms"] / row["cuzk_ms"]
+                row["snarkjs_cli_ms"] = cli_ms
+                row["snarkjs_ms"] = statistics.median(r["snarkjs_ms"] for r in runs)
+                row["snarkjs_in_process"] = all(r["snarkjs_in_process"] for r in runs)
+                row |= _spread(runs, "speedup")
+                row["speedup"] = row["speedup_median"]
         rows.append(row)
     _print_table(console, rows, bool(snarkjs))
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=1) + "\n")
+        out = {"machine": machine, "results": rows}
+        args.json.write_text(json.dumps(out, indent=1) + "\n")
     return 0
 
 
@@ -185,7 +286,7 @@ def _print_table(console: Console, rows: list[dict[str, Any]], with_snarkjs: boo
     if with_snarkjs:
         t.add_column("snarkjs CLI", justify="right")
         t.add_column("snarkjs in-process", justify="right")
-        t.add_column("speedup", justify="right")
+        t.add_column("speedup (range)", justify="right")
     for r in rows:
         cells = [
             r["proof_kind"],
@@ -197,12 +298,13 @@ def _print_table(console: Console, rows: list[dict[str, Any]], with_snarkjs: boo
         ]
         if with_snarkjs:
             warm = f"{r['snarkjs_ms']:.0f} ms" if r["snarkjs_in_process"] else "n/a"
-            cells += [f"{r['snarkjs_cli_ms']:.0f} ms", warm, f"{r['speedup']:.2f}x"]
+            spread = f"{r['speedup']:.2f}x ({r['speedup_min']:.2f}-{r['speedup_max']:.2f})"
+            cells += [f"{r['snarkjs_cli_ms']:.0f} ms", warm, spread]
         t.add_row(*cells)
     console.print(t)
     if with_snarkjs:
         console.print(
             "speedup = snarkjs in-process (warm node, groth16.prove alone; CLI time if\n"
-            "unavailable) / cuzk total.\n"
+            "unavailable) / cuzk total, per interleaved run: median (min-max).\n"
             "snarkjs CLI includes node start-up. snarkjs's proofs were checked with cuzk verify."
         )

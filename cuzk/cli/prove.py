@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +48,36 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--out", type=Path, default=Path("."), help="directory for proof.json and public.json"
     )
+    p.add_argument(
+        "-v",
+        "--verbose",
+        dest="detail",
+        action="store_true",
+        help="also say how the CPU prover runs: its field multiply, cores, MSM implementation",
+    )
     p.set_defaults(func=run)
+
+
+def _process_age_s() -> float | None:
+    """Seconds since this process started (Linux), so start-up is reported with the steps."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return max(0.0, uptime - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _field_arith(args: argparse.Namespace) -> str:
+    """[prover] field_arith from --config / $CUZK_CONFIG and the CUZK_PROVER_* variables."""
+    from cuzk.config import ConfigError, load_config
+
+    try:
+        config = load_config(args.config or os.environ.get("CUZK_CONFIG") or None,
+                             check_files=False)
+    except ConfigError as e:
+        raise UsageError(str(e)) from None
+    return config.prover.field_arith
 
 
 def _backend(name: str):
@@ -74,13 +105,17 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from cuzk.formats.wtns import read_wtns
+    from cuzk.prover import native_msm
     from cuzk.prover.circuit import Circuit
+    from cuzk.prover.cpu_schedule import cores
     from cuzk.prover.keys import ProvingKey
     from cuzk.prover.session import prove_timed
 
+    startup_s = _process_age_s()
     # 1. Everything about the arguments, cheap and before anything long.
     c = pick(args, need_wasm=args.wtns is None)
     check_output_dir(args.out, "--out")
+    native_msm.configure(_field_arith(args))
     inputs: dict = {}
     witness_file = None
     if args.wtns is not None:
@@ -109,15 +144,28 @@ def _run(args: argparse.Namespace) -> int:
     else:
         with stage_progress("keygen") as tick:
             zkey = zkey_for(c, tick)
-    key = ProvingKey.load(zkey)
+    t_load = time.perf_counter()
+    key = ProvingKey.load(zkey)  # point sections memory-mapped, checked in place
     circuit.check_key(key)
+    load_s = time.perf_counter() - t_load
+    if args.detail:
+        print(
+            f"cpu prover: msm={'native' if native_msm.available() else 'arkworks'} "
+            f"field_arith={native_msm.arith_path()} "
+            f"(cpu has bmi2+adx: {'yes' if native_msm.fast_supported() else 'no'}) "
+            f"cores={cores()}",
+            file=sys.stderr,
+        )
     proof, times = prove_timed(key, circuit, inputs, backend, witness=witness)
 
     args.out.mkdir(parents=True, exist_ok=True)
     write_text(args.out / "proof.json", json.dumps(proof.proof, indent=1) + "\n", "--out")
     write_text(args.out / "public.json", json.dumps(proof.public, indent=1) + "\n", "--out")
+    startup = "n/a" if startup_s is None else f"{startup_s * 1e3:.0f}ms"
     print(
         f"{c.name}: proof verified={proof.verified} backend={backend.name} "
+        f"field_arith={native_msm.arith_path() if backend.name == 'cpu' else 'n/a'} "
+        f"startup={startup} key_load={load_s * 1e3:.0f}ms "
         f"synthesize={times.synthesize_s * 1e3:.0f}ms "
         f"gpu_phase={times.gpu_phase_s * 1e3:.0f}ms finalize={times.finalize_s * 1e3:.0f}ms "
         f"-> {args.out / 'proof.json'}"

@@ -994,6 +994,7 @@ class Engine:
             uptime_s=0.0 if started is None else time.monotonic() - started,
             version=__version__,
             backend=self.prover.name,
+            field_arith=str(getattr(self.prover, "field_arith", "n/a")),
             paused=paused,
             queues=MappingProxyType({
                 "pending": len(self.pipeline.pending),

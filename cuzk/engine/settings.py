@@ -104,7 +104,8 @@ class EngineSettings:
     busy/queue intervals for the benchmark's utilisation figure); scheduler ("deadline", or
     "arrival": the order before deadlines, which ignores them entirely, for the benchmark);
     preempt_synthesis (a synthesis thread waiting for memory for a partition gives way to a
-    partition of a higher class queued for a thread; off only to measure what that buys).
+    partition of a higher class queued for a thread; off only to measure what that buys);
+    field_arith (the CPU MSMs' multiply, from [prover]).
     """
 
     backend: str = setting(
@@ -179,6 +180,7 @@ class EngineSettings:
     record_intervals: bool = False
     scheduler: Order = "deadline"
     preempt_synthesis: bool = True
+    field_arith: str = "auto"
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:

@@ -230,6 +230,7 @@ class EngineSnapshot:
     spans_open: int  # engine spans not yet ended: 0 when idle (a leak check from outside)
     # Unfinished jobs found in the journal at start: (proof_kind, outcome) -> count.
     jobs_recovered: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    field_arith: str = "n/a"  # the prover's CPU MSM multiply (a prover without one: n/a)
     # Host bytes of every proving-key slot by (proof_kind, state: loading, resident,
     # evicting), read with ``memory`` in one step: they sum to its proving_key bytes.
     key_bytes: Mapping[tuple[str, str], int] = field(default_factory=dict)
@@ -266,6 +267,7 @@ class EngineSnapshot:
             "uptime_s": round(self.uptime_s, 3),
             "version": self.version,
             "backend": self.backend,
+            "field_arith": self.field_arith,
             "paused": self.paused,
             "queues": {
                 "pending": self.queues.get("pending", 0),

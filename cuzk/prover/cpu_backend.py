@@ -1,12 +1,16 @@
-"""The CPU backend: numba NTT for H, arkworks MSMs split across cores."""
+"""The CPU backend: numba NTT for H, native MSMs over the key's mapped points, whole MSMs on a
+pool sized to the cores (``cuzk.prover.cpu_schedule``); py_arkworks_bls12381's multiexp where
+the native extension is not built."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from py_arkworks_bls12381 import G1Point
 
+from cuzk.prover import native_msm
+from cuzk.prover.cpu_schedule import G2_COST, LongestFirst, Task, cores
 from kernels import qap
 
 if TYPE_CHECKING:
@@ -16,6 +20,9 @@ if TYPE_CHECKING:
 class CpuBackend:
     name = "cpu"
     device = "cpu"
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = workers or cores()
 
     def upload_key(self, key: ProvingKey) -> int:
         return 0
@@ -30,3 +37,27 @@ class CpuBackend:
 
     def msm_g1(self, key: ProvingKey, section: str, scalars: np.ndarray) -> G1Point:
         return key.msm_g1(section, scalars)
+
+    def scheduled(self) -> bool:
+        """Whole-MSM scheduling needs MSMs that release the GIL for their whole run (native)."""
+        return native_msm.available()
+
+    def all_msms(
+        self, key: ProvingKey, a: np.ndarray, b: np.ndarray, c: np.ndarray, witness: np.ndarray
+    ) -> dict[str, Any]:
+        """A, B1, C, H (G1) and B2 (G2), longest first on the pool, H's NTT on this thread."""
+        pool = LongestFirst(self.workers)
+        w = witness
+        wc = w[key.sizes.n_public + 1 :]
+        try:
+            pool.add(Task("B2", G2_COST * key.msm_points("B2"),
+                          lambda t: key.msm_b2(w, t)))
+            for name, scalars in (("C", wc), ("A", w), ("B1", w)):
+                pool.add(Task(name, float(key.msm_points(name)),
+                              lambda t, n=name, s=scalars: key.msm_g1(n, s, t)))
+            h = self.h_evaluations(key, a, b, c)
+            pool.add(Task("H", float(key.msm_points("H")), lambda t: key.msm_g1("H", h, t)),
+                     last=True)
+        finally:
+            results = pool.join()
+        return results

@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
-from py_arkworks_bls12381 import G1Point
+from py_arkworks_bls12381 import G1Point, G2Point
 
 from cuzk.errors import FormatError, ProofError, WitnessError
 from cuzk.prover.backend import ComputeBackend
+from cuzk.prover.cpu_backend import CpuBackend
 from cuzk.prover.points import g1_to_json, g2_to_json, scalar
 from cuzk.prover.verify import verify
 from kernels import qap
@@ -51,12 +52,14 @@ class Synthesis:
 
 @dataclass
 class GpuOutput:
-    """Output of step 2: the G1 MSM results (unblinded)."""
+    """Output of step 2: the G1 MSM results (unblinded), and B2 when the CPU backend scheduled
+    it with them (else finalize computes it)."""
 
     a: G1Point
     b1: G1Point
     c: G1Point
     h: G1Point
+    b2: G2Point | None = None
 
 
 @dataclass
@@ -112,6 +115,9 @@ def gpu_phase(key: ProvingKey, synth: Synthesis, backend: ComputeBackend) -> Gpu
     a, b, c = synth.abc
     if hasattr(backend, "device_gpu_phase"):  # CUDA: witness and H stay on the device
         return GpuOutput(*backend.device_gpu_phase(key, a, b, c, synth.witness))
+    if isinstance(backend, CpuBackend) and backend.scheduled():  # all five MSMs on one pool
+        r = backend.all_msms(key, a, b, c, synth.witness)
+        return GpuOutput(a=r["A"], b1=r["B1"], c=r["C"], h=r["H"], b2=r["B2"])
     h = backend.h_evaluations(key, a, b, c)
     w = synth.witness
     return GpuOutput(
@@ -133,7 +139,7 @@ def finalize(
     r and s are drawn independently and uniformly for every proof: that is what makes a
     Groth16 proof zero-knowledge (and two proofs of one witness differ)."""
     curve = key.curve
-    b2 = key.msm_b2(synth.witness)
+    b2 = out.b2 if out.b2 is not None else key.msm_b2(synth.witness)
     r_val, s_val = secrets.randbelow(curve.r), secrets.randbelow(curve.r)
     r, s = scalar(curve, r_val), scalar(curve, s_val)
     pi_a = out.a + key.alpha1 + key.delta1 * r

@@ -25,6 +25,7 @@ _PTR = 8  # an object array's slot
 _COEF_INDEX_BYTES = 3 * 4  # matrix, constraint, signal: a uint32 each per coefficient
 _G1_OBJECT = sys.getsizeof(G1Point.identity())
 _G2_OBJECT = sys.getsizeof(G2Point.identity())
+_G1_MONT_BYTES = 2 * 48  # a G1 point in a zkey section: x, y in Montgomery form (G2: twice)
 
 
 @dataclass(frozen=True)
@@ -141,15 +142,25 @@ class KeyLayout:
 
     @property
     def host_bytes(self) -> int:
+        """What the budget charges the loaded key in this process (native MSM or not)."""
+        from cuzk.prover import native_msm
+
+        return self.host_bytes_for(native=native_msm.available())
+
+    def host_bytes_for(self, native: bool) -> int:
         """Bytes the loaded key holds (``cuzk.prover.keys.ProvingKey``): the coefficient arrays;
-        per point section an object array, its presence mask and the point objects; the
+        per point section its presence mask and either its memory-mapped rows (``native``: the
+        native MSM reads them in place) or an object array and the point objects; the
         verification key's IC tuple and points. The budget charges exactly this."""
         total = (_COEF_INDEX_BYTES + self.n8r) * self.n_coefficients
 
-        def section(s: Section, obj: int) -> int:
+        def section(s: Section, obj: int, mapped_row: int) -> int:
+            if native:
+                return s.rows * (1 + mapped_row)
             return s.rows * _PTR + s.rows + s.objects() * obj
 
-        total += sum(section(s, _G1_OBJECT) for s in (self.a, self.b, self.c, self.h))
-        total += section(self.b, _G2_OBJECT)
+        total += sum(section(s, _G1_OBJECT, _G1_MONT_BYTES)
+                     for s in (self.a, self.b, self.c, self.h))
+        total += section(self.b, _G2_OBJECT, 2 * _G1_MONT_BYTES)
         total += sys.getsizeof((None,) * self.ic.rows) + self.ic.objects() * _G1_OBJECT
         return total

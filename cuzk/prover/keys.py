@@ -1,10 +1,13 @@
 """The proving key the engine keeps resident: a zkey loaded once, in the shape the steps use.
 
-Points are held as arkworks objects (what the CPU MSMs consume); the raw zkey sections stay
-memory-mapped for the GPU backend to upload. ``host_bytes`` is the heap size of what is held,
-computed from the key's layout (``cuzk.prover.key_layout``) by the same function the engine
-uses before the key is loaded, so the budget refuses at submit what it could never load; a test
-counts the loaded objects one by one against it.
+The point sections stay memory-mapped: the native CPU MSM (``cuzk.prover.native_msm``) and the
+GPU upload read them in place, so loading a key checks every point (on its curve, in C) and
+converts none. Only where the native extension is missing are the points turned into arkworks
+objects for py_arkworks_bls12381's multiexp. ``host_bytes`` is what the key costs: the heap it
+holds plus the mapped point sections (which become resident as the MSMs read them), computed
+from the key's layout (``cuzk.prover.key_layout``) by the same function the engine uses before
+the key is loaded, so the budget refuses at submit what it could never load; a test counts the
+loaded key object by object against it.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from py_arkworks_bls12381 import G1Point, G2Point
 from cuzk.curves import Curve
 from cuzk.errors import FormatError
 from cuzk.formats import zkey as zkey_format
+from cuzk.prover import native_msm
 from cuzk.prover.key_layout import CircuitSizes, KeyLayout
 from cuzk.prover.msm import msm
 from cuzk.prover.points import g1_from_mont_array, g2_from_mont_array
@@ -112,17 +116,26 @@ def read_verification_key(path: str | Path) -> VerificationKey:
 
 @dataclass(frozen=True)
 class PointSection:
-    """A zkey point section as the CPU MSMs use it: the points (an object array, every point at
-    infinity sharing one identity object) and a mask of those not at infinity."""
+    """A zkey point section as the CPU MSMs use it: the mapped Montgomery rows (what the native
+    MSM reads), a mask of the points not at infinity, and, only without the native extension,
+    the points as arkworks objects (every point at infinity sharing one identity object)."""
 
-    points: np.ndarray
+    raw: np.ndarray
     present: np.ndarray
+    points: np.ndarray | None
 
     @classmethod
     def from_mont(cls, curve: Curve, arr: np.ndarray, convert, where: KeyPlace) -> PointSection:
+        present = arr.reshape(arr.shape[0], -1).any(axis=1)
+        if native_msm.available():
+            bad = native_msm.first_bad_point(arr)
+            if bad >= 0:
+                group = "G2" if arr.ndim == 4 else "G1"
+                raise where.error(f"point {bad} is not on the {group} curve: the key is corrupt")
+            return cls(arr, present, None)
         points = np.empty(arr.shape[0], dtype=object)
         points[:] = where.convert(curve, arr, convert)
-        return cls(points, np.asarray(arr.reshape(arr.shape[0], -1).any(axis=1)))
+        return cls(arr, present, points)
 
     @property
     def count(self) -> int:
@@ -130,8 +143,19 @@ class PointSection:
         return int(self.present.sum())
 
     @property
-    def nbytes(self) -> int:
-        return _points_bytes(self.points) + self.present.nbytes
+    def heap_bytes(self) -> int:
+        held = 0 if self.points is None else _points_bytes(self.points)
+        return held + self.present.nbytes
+
+    @property
+    def mapped_bytes(self) -> int:
+        return int(self.raw.nbytes)
+
+    def msm(self, scalars: np.ndarray, identity, threads: int = 1):
+        if self.points is None:
+            group = native_msm.msm_g2 if self.raw.ndim == 4 else native_msm.msm_g1
+            return group(self.raw, scalars, threads)
+        return msm(self.points, scalars, identity, self.present)
 
 
 class ProvingKey:
@@ -174,22 +198,38 @@ class ProvingKey:
             c_points=self._g1["C"].count,
         )
         self.layout = KeyLayout.of_zkey(zk)
-        self.host_bytes = self.layout.host_bytes  # the figure the budget charged before loading
+        self.heap_bytes = self._measure()
+        self.mapped_bytes = sum(s.mapped_bytes for s in self._g1.values()) + self._b2.mapped_bytes
+        # The figure the budget charged before loading (equal to heap + mapped: tested).
+        self.host_bytes = self.layout.host_bytes_for(native=self._b2.points is None)
 
     @classmethod
     def load(cls, path: str | Path) -> ProvingKey:
         p = Path(path)
         return cls(p, zkey_format.read_zkey(p, mmap=True))
 
-    def msm_g1(self, section: str, scalars: np.ndarray) -> G1Point:
-        """CPU MSM over one G1 section (A, B1, C, H); scalars match the section row for row."""
-        s = self._g1[section]
-        return msm(s.points, scalars, G1Point.identity(), s.present)
+    def msm_g1(self, section: str, scalars: np.ndarray, threads: int = 1) -> G1Point:
+        """CPU MSM over one G1 section (A, B1, C, H); scalars match the section row for row.
+        ``threads``: the native MSM's window split (the arkworks fallback chunks by itself)."""
+        result: G1Point = self._g1[section].msm(scalars, G1Point.identity(), threads)
+        return result
 
-    def msm_b2(self, scalars: np.ndarray) -> G2Point:
+    def msm_b2(self, scalars: np.ndarray, threads: int = 1) -> G2Point:
         """CPU MSM over the B2 section (G2), with the witness as scalars."""
-        return msm(self._b2.points, scalars, G2Point.identity(), self._b2.present)
+        result: G2Point = self._b2.msm(scalars, G2Point.identity(), threads)
+        return result
+
+    def msm_points(self, section: str) -> int:
+        """Points not at infinity in a section (A, B1, B2, C, H): an MSM's real size."""
+        return self._b2.count if section == "B2" else self._g1[section].count
 
     def g1_section_array(self, section: str) -> np.ndarray:
         """The raw (n, 2, limbs) Montgomery section, for device upload."""
         return {"A": self.zkey.a, "B1": self.zkey.b1, "C": self.zkey.c, "H": self.zkey.h}[section]
+
+    def _measure(self) -> int:
+        arrays = (self.coef_matrix, self.coef_constraint, self.coef_signal, self.coef_value)
+        total = sum(a.nbytes for a in arrays)
+        total += sum(s.heap_bytes for s in self._g1.values()) + self._b2.heap_bytes
+        total += _points_bytes(self.verification_key.ic)
+        return total

@@ -20,9 +20,22 @@ _THREADS = os.cpu_count() or 1
 P = TypeVar("P", G1Point, G2Point)
 
 
+_SMALL = 512  # coordinates: below this, Python integers beat compiling the numba kernel
+
+
 def _fq_normal_bytes(curve: Curve, mont: np.ndarray) -> np.ndarray:
-    """(n, k, limbs) Montgomery uint32 -> same shape, normal form (vectorised in kernels.field)."""
+    """(n, k, limbs) Montgomery uint32 -> same shape, normal form (vectorised in kernels.field;
+    a few header or IC points in Python integers, so loading a key compiles nothing)."""
     flat = np.ascontiguousarray(mont.reshape(-1, curve.fq_limbs))
+    if flat.shape[0] <= _SMALL:
+        n8 = curve.n8q
+        r_inv = pow(1 << (8 * n8), -1, curve.q)
+        raw = flat.astype("<u4").tobytes()
+        out = b"".join(
+            (int.from_bytes(raw[i : i + n8], "little") * r_inv % curve.q).to_bytes(n8, "little")
+            for i in range(0, len(raw), n8)
+        )
+        return np.frombuffer(out, dtype="<u4").reshape(mont.shape).copy()
     return field.FQ.from_mont(flat, threads=_THREADS).reshape(mont.shape)
 
 

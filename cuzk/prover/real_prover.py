@@ -101,6 +101,10 @@ class RealProver:
 
             self._backends["cpu"] = CpuBackend()
             self.name = "cpu"
+        from cuzk.prover import native_msm
+
+        native_msm.configure(settings.field_arith)
+        self.field_arith = native_msm.arith_path()
         self.devices = list(self._backends)
         self._zkeys: dict[str, Path] = {}
         self._circuits: dict[str, Any] = {}

@@ -1,9 +1,9 @@
 """The memory budget against the real `cuzk serve` process (issue 9's first reproduction).
 
-With ``CUZK_ENGINE_MEMORY_BUDGET_BYTES=20000000`` a porep-c2 partition (proving key ~16.9 MB +
-working memory 10.0 MB on the CPU backend) can never fit: it used to be accepted and wait for
-ever with two memory waiters. Now submit answers 507 naming the figures, and a kind that fits
-still runs to a real proof.
+With ``CUZK_ENGINE_MEMORY_BUDGET_BYTES=20000000`` a porep-c2 partition (proving key ~15 MB +
+working memory ~12 MB on the CPU backend, computed here as the server computes it) can never
+fit: it used to be accepted and wait for ever with two memory waiters. Now submit answers 507
+naming the figures, and a kind that fits still runs to a real proof.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from cuzk.circuits.registry import bundled_circuits
+from cuzk.prover import ProvingKey, estimate_memory
 from cuzk.prover.keystore import ensure_zkey
 from cuzk.serve_process import ServeProcess, serve_env
 from tests.conftest import KEYS_DIR
@@ -31,6 +32,9 @@ def test_serve_refuses_what_cannot_fit_with_507_and_proves_what_fits(tmp_path: P
         circuit = bundled_circuits()[kind]
         ensure_zkey(kind, Path(circuit.r1cs_path), KEYS_DIR)  # the suite's cached dev keys
         samples[kind] = json.loads(Path(circuit.sample_input_path).read_text())
+    porep_key = ProvingKey.load(ensure_zkey("porep-c2", Path(
+        bundled_circuits()["porep-c2"].r1cs_path), KEYS_DIR))
+    working = estimate_memory(porep_key.sizes, gpu_on_host=True).reservation_bytes
     served = ServeProcess(serve_env(
         tmp_path / "journal.sqlite3", KEYS_DIR, CUZK_ENGINE_MEMORY_BUDGET_BYTES=str(BUDGET)))
     try:
@@ -42,8 +46,8 @@ def test_serve_refuses_what_cannot_fit_with_507_and_proves_what_fits(tmp_path: P
             assert r.status_code == 507, r.text
             msg = r.json()["error"]
             assert time.monotonic() - t0 < 30
-            assert "porep-c2" in msg and "10002508" in msg and str(BUDGET) in msg, msg
-            assert re.search(r"proving key \d+ \+ working memory 10002508 bytes", msg), msg
+            assert "porep-c2" in msg and str(working) in msg and str(BUDGET) in msg, msg
+            assert re.search(rf"proving key \d+ \+ working memory {working} bytes", msg), msg
             status = client.get("/v1/status").json()
             assert status["memory"]["waiters"] == [] and status["jobs"] == []
 

@@ -1,8 +1,9 @@
 """Memory estimates against the measured peak of each step, and the key's resident size.
 
 Peaks are measured with tracemalloc, which sees every Python-heap and numpy allocation the
-steps make (arrays, witness bytes, arkworks Scalar objects). arkworks's own Rust-side MSM
-scratch (buckets) is outside its view; see estimates.py.
+steps make (arrays, witness bytes, arkworks Scalar objects) and the native MSM's scratch (it
+allocates through PyMem_RawMalloc). arkworks's own Rust-side MSM scratch (buckets, only on the
+fallback path) is outside its view; see estimates.py.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import tracemalloc
 import pytest
 
 from cuzk.prover import CpuBackend, ProvingKey, estimate_memory, finalize, gpu_phase, synthesize
+from cuzk.prover.estimates import _FIXED
 
 KINDS = ["winning-post", "snap-update", "window-post", "porep-c2"]
 
@@ -47,7 +49,9 @@ def test_estimates_cover_each_step_within_30_percent(kind, bundled):
         ("gpu_phase", est.gpu_bytes, m_gpu),
         ("finalize", est.finalize_bytes, m_fin),
     ):
-        assert measured <= estimate <= 1.3 * measured, (kind, step, estimate, measured)
+        # The fixed per-step slack is allowed on top: on the CPU, finalize is only the blinding
+        # and the pairing check (B2 ran with the G1 MSMs), a few KiB.
+        assert measured <= estimate <= 1.3 * measured + _FIXED, (kind, step, estimate, measured)
     assert est.abc_bytes == 3 * b.key.sizes.domain_size * 32
     assert est.reservation_bytes >= max(est.synthesis_bytes, est.witness_bytes + est.finalize_bytes)
 
@@ -63,5 +67,11 @@ def test_key_host_bytes_matches_measured_heap(bundled):
         held = tracemalloc.get_traced_memory()[0] - base
     finally:
         tracemalloc.stop()
-    # Counted object by object; the measurement adds only the key's few scalar attributes.
-    assert abs(key.host_bytes - held) <= 0.02 * held, (key.host_bytes, held)
+    # Counted object by object; the measurement adds only the key's few attributes and the
+    # mapping objects (a few KiB, which matter now that no point objects are held).
+    assert abs(key.heap_bytes - held) <= 0.02 * held + 32 * 1024, (key.heap_bytes, held)
+    # The point sections are mapped, not on the heap: counted whole, as the MSMs read them all.
+    zk = key.zkey
+    sections = sum(a.nbytes for a in (zk.a, zk.b1, zk.b2, zk.c, zk.h))
+    assert key.mapped_bytes == sections
+    assert key.host_bytes == key.heap_bytes + sections

@@ -11,7 +11,7 @@ import pytest
 from cuzk.circuits.registry import bundled_circuits
 from cuzk.formats.r1cs import read_r1cs
 from cuzk.formats.zkey import read_zkey
-from cuzk.prover import ProvingKey
+from cuzk.prover import ProvingKey, native_msm
 from cuzk.prover.key_layout import KeyLayout
 from cuzk.prover.keys import PointSection
 from cuzk.prover.keystore import ensure_zkey
@@ -25,9 +25,16 @@ def _held_objects(key: ProvingKey) -> int:
     ic = key.verification_key.ic
     arrays = (key.coef_matrix, key.coef_constraint, key.coef_signal, key.coef_value)
     sections: list[PointSection] = [key._g1[s] for s in ("A", "B1", "C", "H")] + [key._b2]
+
+    def section(s: PointSection) -> int:
+        if s.points is None:  # the native MSM reads the mapped rows in place
+            return int(s.present.nbytes + s.raw.nbytes)
+        objects = len({id(p) for p in s.points}) * sys.getsizeof(s.points[0])
+        return int(s.present.nbytes + s.points.nbytes + objects)
+
     return (
         sum(a.nbytes for a in arrays)
-        + sum(s.nbytes for s in sections)
+        + sum(section(s) for s in sections)
         + sys.getsizeof(ic)
         + len({id(p) for p in ic}) * sys.getsizeof(ic[0])
     )
@@ -41,8 +48,13 @@ def test_layout_from_the_r1cs_equals_the_generated_keys(kind):
     assert KeyLayout.of_r1cs(read_r1cs(r1cs_path)) == KeyLayout.of_zkey(read_zkey(zkey))
 
 
+@pytest.mark.parametrize("native", [True, False], ids=["native-msm", "arkworks-points"])
 @pytest.mark.parametrize("kind", ["winning-post", "porep-c2"])
-def test_host_bytes_before_loading_is_what_the_loaded_key_holds(kind):
+def test_host_bytes_before_loading_is_what_the_loaded_key_holds(kind, native, monkeypatch):
+    """Both key shapes: mapped sections for the native MSM, arkworks objects without it."""
+    if native and not native_msm.available():
+        pytest.fail("the native MSM extension is not built (make native)")
+    monkeypatch.setattr(native_msm, "available", lambda: native)
     zkey = ensure_zkey(kind, Path(bundled_circuits()[kind].r1cs_path), KEYS_DIR)
     before = KeyLayout.of_zkey(read_zkey(zkey, mmap=True)).host_bytes
     key = ProvingKey.load(zkey)

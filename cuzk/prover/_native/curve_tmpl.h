@@ -1,0 +1,294 @@
+/* Pippenger MSM over one group (G1 over Fp or G2 over Fp2, both y^2 = x^3 + b), included with
+ * ARCH, CURVE (g1/g2), FEPFX (fp_/fp2_) and NW (limbs per coordinate: 6 or 12) defined.
+ *
+ * Buckets are in XYZZ coordinates (x = X/ZZ, y = Y/ZZZ): adding an affine key point costs
+ * 8 multiplications and 2 squarings, no inversion. Scalars are cut in signed c-bit digits, so
+ * a window has 2^(c-1) buckets and a negative digit adds the point with y negated. */
+
+#define FE(name) XCAT(XCAT(FEPFX, name), ARCH)
+#define G(name) XCAT(XCAT(CURVE, name), ARCH)
+#define PT G(_xyzz)
+
+typedef struct {
+    u64 x[NW], y[NW], zz[NW], zzz[NW];
+} PT;
+
+static inline int G(_is_inf)(const PT *p) { return FE(is_zero)(p->zz); }
+
+static inline void G(_set_inf)(PT *p) { memset(p, 0, sizeof *p); }
+
+static inline void G(_one)(u64 r[NW]) {
+    memset(r, 0, NW * sizeof(u64));
+    memcpy(r, FP_ONE, 6 * sizeof(u64));
+}
+
+/* r = 2p (dbl-2008-s-1, a = 0); r may be p. */
+static void G(_dbl)(PT *r, const PT *p) {
+    if (G(_is_inf)(p)) {
+        G(_set_inf)(r);
+        return;
+    }
+    u64 u[NW], v[NW], w[NW], s[NW], m[NW], t[NW], x3[NW];
+    FE(dbl)(u, p->y);
+    FE(sqr)(v, u);
+    FE(mul)(w, u, v);
+    FE(mul)(s, p->x, v);
+    FE(sqr)(t, p->x);
+    FE(dbl)(m, t);
+    FE(add)(m, m, t);
+    FE(sqr)(x3, m);
+    FE(dbl)(t, s);
+    FE(sub)(x3, x3, t);
+    FE(sub)(t, s, x3);
+    FE(mul)(t, m, t);
+    FE(mul)(u, w, p->y);
+    FE(sub)(r->y, t, u);
+    memcpy(r->x, x3, sizeof x3);
+    FE(mul)(r->zz, v, p->zz);
+    FE(mul)(r->zzz, w, p->zzz);
+}
+
+/* r = 2(ax, ay) for an affine point. */
+static void G(_dbl_affine)(PT *r, const u64 ax[NW], const u64 ay[NW]) {
+    PT p;
+    memcpy(p.x, ax, sizeof p.x);
+    memcpy(p.y, ay, sizeof p.y);
+    G(_one)(p.zz);
+    G(_one)(p.zzz);
+    G(_dbl)(r, &p);
+}
+
+/* r += (ax, ay), an affine point not at infinity (madd-2008-s). */
+static void G(_madd)(PT *r, const u64 ax[NW], const u64 ay[NW]) {
+    if (G(_is_inf)(r)) {
+        memcpy(r->x, ax, sizeof r->x);
+        memcpy(r->y, ay, sizeof r->y);
+        G(_one)(r->zz);
+        G(_one)(r->zzz);
+        return;
+    }
+    u64 p2[NW], s2[NW], pp[NW], ppp[NW], q[NW], rr[NW], t[NW];
+    FE(mul)(p2, ax, r->zz);
+    FE(mul)(s2, ay, r->zzz);
+    FE(sub)(p2, p2, r->x); /* P */
+    FE(sub)(rr, s2, r->y); /* R */
+    if (FE(is_zero)(p2)) {
+        if (FE(is_zero)(rr))
+            G(_dbl_affine)(r, ax, ay);
+        else
+            G(_set_inf)(r);
+        return;
+    }
+    FE(sqr)(pp, p2);
+    FE(mul)(ppp, p2, pp);
+    FE(mul)(q, r->x, pp);
+    FE(sqr)(t, rr);
+    FE(sub)(t, t, ppp);
+    FE(sub)(t, t, q);
+    FE(sub)(r->x, t, q); /* X3 = R^2 - PPP - 2Q */
+    FE(sub)(q, q, r->x);
+    FE(mul)(q, rr, q);
+    FE(mul)(t, r->y, ppp);
+    FE(sub)(r->y, q, t); /* Y3 = R(Q - X3) - Y1 PPP */
+    FE(mul)(r->zz, r->zz, pp);
+    FE(mul)(r->zzz, r->zzz, ppp);
+}
+
+/* r += p, both XYZZ (add-2008-s). */
+static void G(_add)(PT *r, const PT *p) {
+    if (G(_is_inf)(p)) return;
+    if (G(_is_inf)(r)) {
+        *r = *p;
+        return;
+    }
+    u64 u1[NW], u2[NW], s1[NW], s2[NW], pp[NW], ppp[NW], q[NW], t[NW];
+    FE(mul)(u1, r->x, p->zz);
+    FE(mul)(u2, p->x, r->zz);
+    FE(mul)(s1, r->y, p->zzz);
+    FE(mul)(s2, p->y, r->zzz);
+    FE(sub)(u2, u2, u1); /* P */
+    FE(sub)(s2, s2, s1); /* R */
+    if (FE(is_zero)(u2)) {
+        if (FE(is_zero)(s2))
+            G(_dbl)(r, r);
+        else
+            G(_set_inf)(r);
+        return;
+    }
+    FE(sqr)(pp, u2);
+    FE(mul)(ppp, u2, pp);
+    FE(mul)(q, u1, pp);
+    FE(sqr)(t, s2);
+    FE(sub)(t, t, ppp);
+    FE(sub)(t, t, q);
+    FE(sub)(r->x, t, q);
+    FE(sub)(q, q, r->x);
+    FE(mul)(q, s2, q);
+    FE(mul)(t, s1, ppp);
+    FE(sub)(r->y, q, t);
+    FE(mul)(r->zz, r->zz, p->zz);
+    FE(mul)(r->zz, r->zz, pp);
+    FE(mul)(r->zzz, r->zzz, p->zzz);
+    FE(mul)(r->zzz, r->zzz, ppp);
+}
+
+/* One window: bucket accumulation over the active rows, then the running sum. */
+static void G(_window)(PT *out, PT *buckets, size_t nbuckets, const int32_t *digits,
+                       const uint32_t *rows, size_t m, const unsigned char *points) {
+    for (size_t b = 0; b < nbuckets; b++) G(_set_inf)(&buckets[b]);
+    u64 ax[NW], ay[NW];
+    for (size_t k = 0; k < m; k++) {
+        int32_t d = digits[k];
+        if (d == 0) continue;
+        const unsigned char *pt = points + (size_t)rows[k] * (2 * NW * 8);
+        memcpy(ax, pt, sizeof ax); /* the zkey's sections need not be 8-byte aligned */
+        memcpy(ay, pt + sizeof ax, sizeof ay);
+        if (d < 0) {
+            FE(neg)(ay, ay);
+            d = -d;
+        }
+        G(_madd)(&buckets[d - 1], ax, ay);
+    }
+    PT sum, acc;
+    G(_set_inf)(&sum);
+    G(_set_inf)(&acc);
+    for (size_t b = nbuckets; b-- > 0;) {
+        G(_add)(&sum, &buckets[b]);
+        G(_add)(&acc, &sum);
+    }
+    *out = acc;
+}
+
+typedef struct {
+    const int32_t *digits;
+    const uint32_t *rows;
+    size_t m;
+    const unsigned char *points;
+    PT *results;
+    int windows;
+    int c;
+    atomic_int next;
+    atomic_int failed;
+} G(_job);
+
+static void *G(_worker)(void *arg) {
+    G(_job) *job = (G(_job) *)arg;
+    size_t nbuckets = (size_t)1 << (job->c - 1);
+    PT *buckets = (PT *)PyMem_RawMalloc(nbuckets * sizeof(PT));
+    if (buckets == NULL) {
+        atomic_store(&job->failed, 1);
+        return NULL;
+    }
+    for (;;) {
+        int w = atomic_fetch_add(&job->next, 1);
+        if (w >= job->windows) break;
+        G(_window)(&job->results[w], buckets, nbuckets, job->digits + (size_t)w * job->m,
+                   job->rows, job->m, job->points);
+    }
+    PyMem_RawFree(buckets);
+    return NULL;
+}
+
+/* sum(scalar_i * point_i). points: n rows of affine (x, y) Montgomery coordinates, all zero
+ * for infinity; scalars: n rows of 4 little-endian limbs below 2^255. Writes the affine result
+ * in normal form to out (2 * NW limbs) and returns 1, or returns 0 for infinity; -1 when out of
+ * memory, -2 for a scalar of 2^255 or more. threads > 1 splits the windows among threads. */
+static int G(_msm)(const unsigned char *points, const u64 *scalars, size_t n, int threads,
+                   u64 *out) {
+    uint32_t *rows = (uint32_t *)PyMem_RawMalloc((n ? n : 1) * sizeof(uint32_t));
+    if (rows == NULL) return -1;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        const u64 *s = scalars + 4 * i;
+        if (s[3] >> 63) {
+            PyMem_RawFree(rows);
+            return -2;
+        }
+        if ((s[0] | s[1] | s[2] | s[3]) == 0) continue;
+        const unsigned char *pt = points + i * (2 * NW * 8);
+        int zero = 1;
+        for (size_t j = 0; j < 2 * NW * 8; j++) {
+            if (pt[j]) {
+                zero = 0;
+                break;
+            }
+        }
+        if (!zero) rows[m++] = (uint32_t)i;
+    }
+    if (m == 0) {
+        PyMem_RawFree(rows);
+        return 0;
+    }
+    int c = pick_window(m, threads);
+    int windows = (256 + c - 1) / c;
+    int32_t *digits = (int32_t *)PyMem_RawMalloc((size_t)windows * m * sizeof(int32_t));
+    PT *results = (PT *)PyMem_RawMalloc((size_t)windows * sizeof(PT));
+    if (digits == NULL || results == NULL) {
+        PyMem_RawFree(rows);
+        PyMem_RawFree(digits);
+        PyMem_RawFree(results);
+        return -1;
+    }
+    signed_digits(scalars, rows, m, c, windows, digits);
+    G(_job) job = {digits, rows, m, points, results, windows, c, 0, 0};
+    int extra = threads - 1;
+    if (extra > windows - 1) extra = windows - 1;
+    pthread_t tids[64];
+    int started = 0;
+    for (; started < extra && started < 64; started++) {
+        if (pthread_create(&tids[started], NULL, G(_worker), &job) != 0) break;
+    }
+    G(_worker)(&job);
+    for (int t = 0; t < started; t++) pthread_join(tids[t], NULL);
+    PyMem_RawFree(digits);
+    PyMem_RawFree(rows);
+    if (atomic_load(&job.failed)) {
+        PyMem_RawFree(results);
+        return -1;
+    }
+    PT total = results[windows - 1];
+    for (int w = windows - 2; w >= 0; w--) {
+        for (int k = 0; k < c; k++) G(_dbl)(&total, &total);
+        G(_add)(&total, &results[w]);
+    }
+    PyMem_RawFree(results);
+    if (G(_is_inf)(&total)) return 0;
+    u64 zzinv[NW], zzzinv[NW], x[NW], y[NW];
+    FE(inv)(zzinv, total.zz);
+    FE(inv)(zzzinv, total.zzz);
+    FE(mul)(x, total.x, zzinv);
+    FE(mul)(y, total.y, zzzinv);
+    FE(from_mont)(out, x);
+    FE(from_mont)(out + NW, y);
+    return 1;
+}
+
+/* The first row that is not infinity (all zero) and not an affine point of the curve (each
+ * coordinate reduced, y^2 = x^3 + b), or -1 when every row is. */
+static long long G(_first_bad)(const unsigned char *points, size_t n) {
+    u64 b[NW];
+    memset(b, 0, sizeof b);
+    memcpy(b, FP_B_MONT, 6 * sizeof(u64));
+    if (NW == 12) memcpy(b + 6, FP_B_MONT, 6 * sizeof(u64)); /* G2: b = 4(1 + u) */
+    u64 x[NW], y[NW], l[NW], r[NW];
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char *pt = points + i * (2 * NW * 8);
+        memcpy(x, pt, sizeof x);
+        memcpy(y, pt + sizeof x, sizeof y);
+        if (FE(is_zero)(x) && FE(is_zero)(y)) continue;
+        for (int k = 0; k < NW; k += 6) {
+            if (!fp_reduced(x + k) || !fp_reduced(y + k)) return (long long)i;
+        }
+        FE(sqr)(l, y);
+        FE(sqr)(r, x);
+        FE(mul)(r, r, x);
+        FE(add)(r, r, b);
+        FE(sub)(l, l, r);
+        if (!FE(is_zero)(l)) return (long long)i;
+    }
+    return -1;
+}
+
+#undef PT
+#undef G
+#undef FE

@@ -1,0 +1,301 @@
+/* cuzk's CPU multi-scalar multiplication for BLS12-381 (G1 and G2), over the proving key's own
+ * point bytes: affine points with Montgomery-form coordinates as the zkey stores them, read in
+ * place from the memory-mapped file; the GIL is released for the whole call.
+ *
+ * The code is compiled twice: a portable path, and one with the BMI2/ADX instructions enabled
+ * (the compiler then uses mulx for the 64x64->128 products). The fast path is taken only when
+ * the CPU reports both features at run time and the caller does not force the portable one. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef uint64_t u64;
+typedef unsigned __int128 u128;
+
+#define CAT(a, b) a##b
+#define XCAT(a, b) CAT(a, b)
+
+static const u64 FP_P[6] = {0xb9feffffffffaaabULL, 0x1eabfffeb153ffffULL, 0x6730d2a0f6b0f624ULL,
+                            0x64774b84f38512bfULL, 0x4b1ba7b6434bacd7ULL, 0x1a0111ea397fe69aULL};
+static const u64 FP_P_MINUS_2[6] = {0xb9feffffffffaaa9ULL, 0x1eabfffeb153ffffULL,
+                                    0x6730d2a0f6b0f624ULL, 0x64774b84f38512bfULL,
+                                    0x4b1ba7b6434bacd7ULL, 0x1a0111ea397fe69aULL};
+static const u64 FP_ONE[6] = {0x760900000002fffdULL, 0xebf4000bc40c0002ULL, 0x5f48985753c758baULL,
+                              0x77ce585370525745ULL, 0x5c071a97a256ec6dULL, 0x15f65ec3fa80e493ULL};
+static const u64 FP_B_MONT[6] = {0xaa270000000cfff3ULL, 0x53cc0032fc34000aULL,
+                                 0x478fe97a6b0a807fULL, 0xb1d37ebee6ba24d7ULL,
+                                 0x8ec9733bbf78ab2fULL, 0x09d645513d83de7eULL}; /* 4, Montgomery */
+static const u64 FP_INV = 0x89f3fffcfffcfffdULL; /* -p^-1 mod 2^64 */
+
+static inline int fp_reduced(const u64 a[6]) {
+    for (int i = 5; i >= 0; i--) {
+        if (a[i] < FP_P[i]) return 1;
+        if (a[i] > FP_P[i]) return 0;
+    }
+    return 0; /* equal to p */
+}
+
+/* The window width minimising (windows / threads) * (points + 2 * buckets) additions. */
+static int pick_window(size_t m, int threads) {
+    if (threads < 1) threads = 1;
+    int best = 1;
+    double best_cost = 1e300;
+    for (int c = 1; c <= 16; c++) {
+        int windows = (256 + c - 1) / c;
+        int rounds = (windows + threads - 1) / threads;
+        double cost = (double)rounds * ((double)m + 2.0 * (double)((size_t)1 << (c - 1)) * 1.4);
+        if (cost < best_cost) {
+            best_cost = cost;
+            best = c;
+        }
+    }
+    return best;
+}
+
+/* Signed c-bit digits of each active scalar, window-major (digits[w * m + k]), each in
+ * (-2^(c-1), 2^(c-1)]; windows * c >= 256 covers the carry out of a scalar below 2^255. */
+static void signed_digits(const u64 *scalars, const uint32_t *rows, size_t m, int c, int windows,
+                          int32_t *digits) {
+    const int64_t half = (int64_t)1 << (c - 1);
+    const int64_t full = (int64_t)1 << c;
+    for (size_t k = 0; k < m; k++) {
+        const u64 *s = scalars + 4 * (size_t)rows[k];
+        int64_t carry = 0;
+        for (int w = 0; w < windows; w++) {
+            int bit = w * c;
+            int64_t v = 0;
+            if (bit < 256) {
+                int limb = bit >> 6, off = bit & 63;
+                u64 lo = s[limb] >> off;
+                if (off + c > 64 && limb < 3) lo |= s[limb + 1] << (64 - off);
+                v = (int64_t)(lo & (u64)(full - 1));
+            }
+            v += carry;
+            if (v > half) {
+                v -= full;
+                carry = 1;
+            } else {
+                carry = 0;
+            }
+            digits[(size_t)w * m + k] = (int32_t)v;
+        }
+    }
+}
+
+/* 64x64->128 multiply and add/subtract with carry: adc/sbb everywhere on x86-64, mulx and
+ * adcx on the fast path; plain C elsewhere. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <x86intrin.h>
+#define SUBB(b, x, y, out) _subborrow_u64((b), (x), (y), (unsigned long long *)(out))
+#define ADDC(c, x, y, out) _addcarry_u64((c), (x), (y), (unsigned long long *)(out))
+#else
+static inline unsigned char addc_(unsigned char c, u64 x, u64 y, u64 *out) {
+    u128 s = (u128)x + y + c;
+    *out = (u64)s;
+    return (unsigned char)(s >> 64);
+}
+static inline unsigned char subb_(unsigned char b, u64 x, u64 y, u64 *out) {
+    u128 d = (u128)x - y - b;
+    *out = (u64)d;
+    return (unsigned char)((d >> 64) & 1);
+}
+#define SUBB(b, x, y, out) subb_((b), (x), (y), (u64 *)(out))
+#define ADDC(c, x, y, out) addc_((c), (x), (y), (u64 *)(out))
+#endif
+#define MUL64(hi, lo, x, y)                 \
+    do {                                    \
+        u128 z__ = (u128)(x) * (y);         \
+        (lo) = (u64)z__;                    \
+        (hi) = (u64)(z__ >> 64);            \
+    } while (0)
+
+/* ---- portable path ---- */
+#define ARCH _portable
+#include "fp_tmpl.h"
+#define CURVE g1
+#define FEPFX fp_
+#define NW 6
+#include "curve_tmpl.h"
+#undef CURVE
+#undef FEPFX
+#undef NW
+#define CURVE g2
+#define FEPFX fp2_
+#define NW 12
+#include "curve_tmpl.h"
+#undef CURVE
+#undef FEPFX
+#undef NW
+#undef ARCH
+
+/* ---- BMI2/ADX path ---- */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define HAVE_FAST_PATH 1
+#pragma GCC push_options
+#pragma GCC target("bmi2,adx")
+#undef MUL64
+#undef ADDC
+#define MUL64(hi, lo, x, y) ((lo) = _mulx_u64((x), (y), (unsigned long long *)&(hi)))
+#define ADDC(c, x, y, out) _addcarryx_u64((c), (x), (y), (unsigned long long *)(out))
+#include "fp_mulx_asm.h"
+#define FP_MUL_ASM fp_mul_mulx
+#define ARCH _adx
+#include "fp_tmpl.h"
+#undef FP_MUL_ASM
+#define CURVE g1
+#define FEPFX fp_
+#define NW 6
+#include "curve_tmpl.h"
+#undef CURVE
+#undef FEPFX
+#undef NW
+#define CURVE g2
+#define FEPFX fp2_
+#define NW 12
+#include "curve_tmpl.h"
+#undef CURVE
+#undef FEPFX
+#undef NW
+#undef ARCH
+#pragma GCC pop_options
+#else
+#define HAVE_FAST_PATH 0
+#endif
+
+static int cpu_has_fast(void) {
+#if HAVE_FAST_PATH
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("adx");
+#else
+    return 0;
+#endif
+}
+
+typedef int (*msm_fn)(const unsigned char *, const u64 *, size_t, int, u64 *);
+
+/* msm(group, points, scalars, threads, fast) -> bytes (x || y, normal form, little-endian) or
+ * None for the point at infinity. */
+static PyObject *py_msm(PyObject *self, PyObject *args) {
+    int group, threads, fast;
+    PyObject *pts_obj, *sc_obj;
+    if (!PyArg_ParseTuple(args, "iOOii", &group, &pts_obj, &sc_obj, &threads, &fast)) return NULL;
+    if (group != 1 && group != 2) {
+        PyErr_SetString(PyExc_ValueError, "group must be 1 or 2");
+        return NULL;
+    }
+    const size_t nw = group == 1 ? 6 : 12;
+    const size_t row = 2 * nw * 8;
+    Py_buffer pts, sc;
+    if (PyObject_GetBuffer(pts_obj, &pts, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (PyObject_GetBuffer(sc_obj, &sc, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&pts);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    size_t n = (size_t)sc.len / 32;
+    if ((size_t)sc.len % 32 != 0 || (size_t)pts.len != n * row) {
+        PyErr_Format(PyExc_ValueError, "MSM size mismatch: %zd point bytes, %zd scalar bytes",
+                     pts.len, sc.len);
+        goto done;
+    }
+    if (n > 0xffffffffULL) {
+        PyErr_SetString(PyExc_ValueError, "MSM too large");
+        goto done;
+    }
+    if (threads > 64) threads = 64;
+    u64 *scalars = NULL;
+    int aligned = ((uintptr_t)sc.buf % 8) == 0;
+    if (!aligned) {
+        scalars = (u64 *)PyMem_RawMalloc(n * 32 + 1);
+        if (scalars == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        memcpy(scalars, sc.buf, n * 32);
+    }
+    msm_fn fn;
+#if HAVE_FAST_PATH
+    if (fast && cpu_has_fast())
+        fn = group == 1 ? g1_msm_adx : g2_msm_adx;
+    else
+#endif
+        fn = group == 1 ? g1_msm_portable : g2_msm_portable;
+    (void)fast;
+    u64 out[24];
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = fn((const unsigned char *)pts.buf, aligned ? (const u64 *)sc.buf : scalars, n, threads,
+            out);
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(scalars);
+    if (rc == -1) {
+        PyErr_NoMemory();
+    } else if (rc == -2) {
+        PyErr_SetString(PyExc_ValueError, "a scalar is 2^255 or more: not a reduced Fr element");
+    } else if (rc == 0) {
+        Py_INCREF(Py_None);
+        result = Py_None;
+    } else {
+        result = PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)(2 * nw * 8));
+    }
+done:
+    PyBuffer_Release(&pts);
+    PyBuffer_Release(&sc);
+    return result;
+}
+
+/* first_bad(group, points) -> index of the first row that is not a curve point, or -1. */
+static PyObject *py_first_bad(PyObject *self, PyObject *args) {
+    int group;
+    PyObject *pts_obj;
+    if (!PyArg_ParseTuple(args, "iO", &group, &pts_obj)) return NULL;
+    if (group != 1 && group != 2) {
+        PyErr_SetString(PyExc_ValueError, "group must be 1 or 2");
+        return NULL;
+    }
+    const size_t row = group == 1 ? 96 : 192;
+    Py_buffer pts;
+    if (PyObject_GetBuffer(pts_obj, &pts, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if ((size_t)pts.len % row != 0) {
+        PyBuffer_Release(&pts);
+        PyErr_SetString(PyExc_ValueError, "point bytes are not a whole number of rows");
+        return NULL;
+    }
+    long long bad;
+    size_t n = (size_t)pts.len / row;
+    int fast = cpu_has_fast();
+    Py_BEGIN_ALLOW_THREADS
+#if HAVE_FAST_PATH
+    if (fast)
+        bad = group == 1 ? g1_first_bad_adx(pts.buf, n) : g2_first_bad_adx(pts.buf, n);
+    else
+#endif
+        bad = group == 1 ? g1_first_bad_portable(pts.buf, n) : g2_first_bad_portable(pts.buf, n);
+    Py_END_ALLOW_THREADS
+    (void)fast;
+    PyBuffer_Release(&pts);
+    return PyLong_FromLongLong(bad);
+}
+
+static PyObject *py_fast_available(PyObject *self, PyObject *noargs) {
+    return PyBool_FromLong(cpu_has_fast());
+}
+
+static PyMethodDef methods[] = {
+    {"msm", py_msm, METH_VARARGS,
+     "msm(group, points, scalars, threads, fast) -> affine x||y bytes, or None for infinity"},
+    {"first_bad", py_first_bad, METH_VARARGS,
+     "first_bad(group, points) -> first row not on the curve (nor infinity), or -1"},
+    {"fast_available", py_fast_available, METH_NOARGS,
+     "True when this CPU has BMI2 and ADX (the fast multiply path)"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_msm",
+                                    "Native BLS12-381 MSM over zkey point bytes", -1, methods};
+
+PyMODINIT_FUNC PyInit__msm(void) { return PyModule_Create(&module); }

@@ -1,0 +1,14 @@
+"""Builds the native MSM extension with the system C compiler (``pip install -e .``)."""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "cuzk.prover._native._msm",
+            sources=["cuzk/prover/_native/msm.c"],
+            depends=["cuzk/prover/_native/fp_tmpl.h", "cuzk/prover/_native/curve_tmpl.h"],
+            extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wno-unused-function"],
+        )
+    ]
+)
