@@ -39,7 +39,7 @@ def real() -> Iterator[tuple[TestClient, Engine]]:
         backend="cpu", synthesis_threads=1, finalizer_threads=1, memory_budget_bytes=1 << 30,
         keys_dir=KEYS_DIR, proof_kinds={k: kinds[k] for k in (SMALL, LARGE)},
     )
-    engine = Engine(settings).start()
+    engine = Engine(settings, RealProver(settings)).start()
     with TestClient(create_app(engine)) as client:
         yield client, engine
     engine.shutdown(timeout=10)

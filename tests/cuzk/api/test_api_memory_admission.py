@@ -20,6 +20,7 @@ from cuzk.circuits.registry import bundled_circuits
 from cuzk.engine.engine import Engine
 from cuzk.engine.settings import EngineSettings, default_proof_kinds
 from cuzk.prover.keystore import ensure_zkey
+from cuzk.prover.real_prover import RealProver
 from tests.conftest import KEYS_DIR
 
 KIND = "porep-c2"
@@ -31,7 +32,7 @@ def _client(budget: int, keys_dir: Path) -> Iterator[TestClient]:
     settings = EngineSettings(backend="cpu", memory_budget_bytes=budget, keys_dir=keys_dir,
                               proof_kinds=default_proof_kinds(), synthesis_threads=1,
                               finalizer_threads=1)
-    engine = Engine(settings).start()
+    engine = Engine(settings, RealProver(settings)).start()
     try:
         with TestClient(create_app(engine)) as client:
             yield client
@@ -51,8 +52,6 @@ def test_the_readme_budget_refuses_porep_c2_before_its_key_exists(tmp_path: Path
 def need() -> int:
     """What one porep-c2 partition needs with its key resident, measured by loading it."""
     ensure_zkey(KIND, Path(bundled_circuits()[KIND].r1cs_path), KEYS_DIR)
-    from cuzk.prover.real_prover import RealProver
-
     prover = RealProver(EngineSettings(backend="cpu", proof_kinds=default_proof_kinds(),
                                        keys_dir=KEYS_DIR))
     handle = prover.load_key(KIND)

@@ -29,6 +29,7 @@ from cuzk.api.server import uvicorn_config
 from cuzk.config import Config, ServerConfig
 from cuzk.engine.engine import Engine
 from cuzk.engine.settings import EngineSettings, ProofKindSettings
+from cuzk.prover.real_prover import RealProver
 from cuzk.serve_process import uvicorn_in_thread
 
 TOKEN = "schema-fuzz-token-0123456789"
@@ -66,7 +67,7 @@ def real_live_url(bundled) -> Iterator[str]:
         memory_budget_bytes=1 << 30,
         proof_kinds={REAL_KIND: ProofKindSettings(REAL_KIND, 1, "critical", zkey=b.zkey_path)},
     )
-    engine = Engine(settings).start()
+    engine = Engine(settings, RealProver(settings)).start()
     config = Config(
         server=ServerConfig(listen="127.0.0.1:0", auth_token=TOKEN, max_body_bytes=65536)
     )
