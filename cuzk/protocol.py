@@ -50,9 +50,24 @@ JOB_OUTCOMES: tuple[str, ...] = get_args(JobOutcome)
 JOB_STATES: tuple[str, ...] = ("queued", "running", *JOB_OUTCOMES)
 TERMINAL_STATES: frozenset[str] = frozenset(JOB_OUTCOMES)
 
-WorkerState = Literal["idle", "proving"]
-"""A GPU worker is ``proving`` exactly while it holds an open lease."""
+WorkerState = Literal["idle", "proving", "unreachable"]
+"""A GPU worker is ``proving`` exactly while it holds an open lease. ``unreachable``: a cluster
+worker actor that did not answer its snapshot in time (never reported as ``idle``)."""
 WORKER_STATES: tuple[str, ...] = get_args(WorkerState)
+
+RetryPhase = Literal["synthesis", "gpu", "finalize"]
+RETRY_PHASES: tuple[str, ...] = get_args(RetryPhase)
+RetryReason = Literal["worker_lost", "data_lost"]
+"""Why a partition's step ran again (``cuzk_partition_retries_total``): the process running it
+died or stopped answering (``worker_lost``), or the data it needed went with a node
+(``data_lost``: it starts again from synthesis)."""
+RETRY_REASONS: tuple[str, ...] = get_args(RetryReason)
+
+NodeRole = Literal["gpu", "cpu"]
+"""A cluster node's role: ``gpu`` when it hosts GPU worker actors, else ``cpu`` (synthesis and
+finalization only)."""
+NODE_ROLES: tuple[str, ...] = get_args(NodeRole)
+ClusterWorkerKind = Literal["gpu", "cpu"]
 
 KeyEvictResult = Literal["evicted", "deferred", "not_resident"]
 
@@ -150,6 +165,39 @@ class WorkerInfo(TypedDict):
     partitions_proven: int
 
 
+class ClusterWorkerInfo(TypedDict):
+    """One worker actor of a cluster node, as its own snapshot reported it (or did not)."""
+
+    __pydantic_config__ = _CLOSED
+    id: str
+    kind: ClusterWorkerKind
+    state: WorkerState
+    """From the actor's open leases; ``unreachable`` when it did not answer within 1 s."""
+    job_id: str | None
+    partition: int | None
+    partitions_done: int | None
+    """Steps this actor process completed since it started; None when unreachable."""
+    metrics_url: str | None
+
+
+class NodeReservations(TypedDict):
+    __pydantic_config__ = _CLOSED
+    budget_bytes: int
+    """This node's ledger in the head (sized from its object store)."""
+    reserved_bytes: int
+
+
+class NodeInfo(TypedDict):
+    """A node of the cluster (``cuzk serve --cluster``)."""
+
+    __pydantic_config__ = _CLOSED
+    id: str
+    role: NodeRole
+    address: str
+    workers: list[ClusterWorkerInfo]
+    reservations: NodeReservations
+
+
 class MemoryWaiterInfo(TypedDict):
     __pydantic_config__ = _CLOSED
     consumer: str
@@ -204,6 +252,8 @@ class CounterTotals(TypedDict):
     """By ``<proof kind>/<outcome>``."""
     worker_partitions: dict[str, int]
     """By ``<worker>/<proof kind>``."""
+    partition_retries: dict[str, int]
+    """Steps run again after their worker or data was lost, by ``<phase>/<reason>``."""
 
 
 class StatusInfo(TypedDict):
@@ -227,6 +277,8 @@ class StatusInfo(TypedDict):
     spans_open: int
     """Engine spans not yet ended: 0 when idle (a leak check from outside)."""
     counters: CounterTotals
+    nodes: list[NodeInfo]
+    """Cluster nodes (``cuzk serve --cluster``); empty for the single-process engine."""
 
 
 # ---- circuits, keys, workers, health ----------------------------------------------------

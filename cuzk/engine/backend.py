@@ -7,6 +7,7 @@ concurrency can be tested with a scripted double and its scheduling reused on an
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -44,6 +45,38 @@ class ProofResult:
 
     proof: dict
     public: list[str]
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """The partition a step belongs to, for a backend that runs steps elsewhere (a cluster):
+    its worker's lease names the job and partition, its ledger uses the priority, and
+    ``traceparent`` (of the step's span) carries the trace across processes."""
+
+    job_id: str
+    proof_kind: str
+    partition: int
+    priority: str
+    traceparent: str | None
+
+
+STEP: ContextVar[StepContext | None] = ContextVar("cuzk_step", default=None)
+"""Set by the engine around each ``synthesize``/``gpu_phase``/``finalize`` call."""
+
+
+class PhaseLost(Exception):
+    """A step's work was lost with the process or node running it, not through the job's fault.
+
+    The engine runs it again (journal-safe: nothing was committed) and counts it in
+    ``cuzk_partition_retries_total{phase,reason}``. ``redo``: ``"gpu"`` when the synthesis
+    survived and only the GPU phase runs again, ``"synthesis"`` when the partition starts over.
+    """
+
+    def __init__(self, phase: str, reason: str, redo: str, message: str) -> None:
+        super().__init__(message)
+        self.phase = phase
+        self.reason = reason
+        self.redo = redo
 
 
 @runtime_checkable
@@ -89,6 +122,13 @@ class ProverBackend(Protocol):
         """Drop the a/b/c arrays once the GPU phase no longer needs them."""
         ...
 
+    # Optional (a cluster executor, cuzk.cluster): ``device_ready(device, timeout) -> bool``,
+    # True when a device can take work now (a GPU worker thread waits for it before taking a
+    # partition, so nothing is taken from the priority queue for a device that is gone);
+    # ``discard(synthesis)``, called once when the engine drops a synthesis (frees what it holds
+    # elsewhere); ``nodes() -> list[NodeView]`` for the status; ``close()`` at shutdown.
+    # Steps may raise :class:`PhaseLost`. A step's result may carry ``span_attributes`` (a
+    # mapping) that the engine puts on the step's span (the node that ran it).
     # Optional: ``check_inputs(proof_kind, inputs)`` raising cuzk.errors.WitnessError, called by
     # submit before anything changes so bad inputs are refused rather than failing a job later.
     # Optional: ``device_pci_bus_id(device) -> str | None``, the PCI bus id of a CUDA device, so

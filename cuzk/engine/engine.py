@@ -49,7 +49,14 @@ from cuzk.errors import (
     UnknownJob,
     UnknownProofKind,
 )
-from cuzk.protocol import ACTIVE_PHASES, JOB_OUTCOMES, PRIORITY_RANK, CircuitInfo
+from cuzk.protocol import (
+    ACTIVE_PHASES,
+    JOB_OUTCOMES,
+    PRIORITY_RANK,
+    RETRY_PHASES,
+    RETRY_REASONS,
+    CircuitInfo,
+)
 
 RECENT_JOBS = 50
 """Finished jobs a status snapshot lists after the unfinished ones (most recent first)."""
@@ -152,6 +159,9 @@ class Engine:
         for kind in s.proof_kinds:
             for outcome in RECOVERY_OUTCOMES:
                 self.counters.ensure("jobs_recovered", (kind, outcome))
+        for phase in RETRY_PHASES:
+            for reason in RETRY_REASONS:
+                self.counters.ensure("partition_retries", (phase, reason))
 
         self.pipeline = Pipeline(
             s, prover, self.spans, self.events, self.counters, self.host_budget,
@@ -232,6 +242,9 @@ class Engine:
                 self._interrupt(job)
             self.journal.close()
         self.keys.evict_all()
+        close = getattr(self.prover, "close", None)
+        if close is not None:  # a cluster executor lets go of its actors and connection
+            close()
         self.drained.set()
 
     def _interrupt(self, job: Job) -> None:
@@ -675,6 +688,8 @@ class Engine:
                     phases[k2] = phases.get(k2, 0) + 1
         views += [job.view() for job in finished]
         keys = [KeyView(**k) for k in self.keys.snapshot()]
+        read_nodes = getattr(self.prover, "nodes", None)  # a cluster executor's nodes
+        nodes = tuple(read_nodes()) if read_nodes is not None else ()
         return EngineSnapshot(
             time=now,
             uptime_s=0.0 if started is None else time.monotonic() - started,
@@ -699,6 +714,8 @@ class Engine:
             jobs_recovered=_frozen(self.counters.get("jobs_recovered")),
             worker_partitions=_frozen(self.counters.get("worker_partitions")),
             spans_open=len(self.spans.open_spans()),
+            partition_retries=_frozen(self.counters.get("partition_retries")),
+            nodes=nodes,
         )
 
     def status(self) -> dict:

@@ -18,6 +18,7 @@ from cuzk.protocol import (
     KeyInfo,
     MemoryBudgetInfo,
     MemoryInfo,
+    NodeInfo,
     PartitionInfo,
     StatusInfo,
     WorkerInfo,
@@ -77,6 +78,46 @@ class JobView:
                 "finished_at": self.finished_at,
                 "duration_ms": round(self.duration_s * 1000.0, 3),
             },
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterWorkerView:
+    """A worker actor as its own snapshot answered (state ``unreachable`` when it did not)."""
+
+    id: str
+    kind: str  # "gpu" | "cpu"
+    state: str  # cuzk.protocol.WorkerState
+    job_id: str | None = None
+    partition: int | None = None
+    partitions_done: int | None = None
+    metrics_url: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """One cluster node: its workers and its memory ledger in the head."""
+
+    id: str
+    role: str  # cuzk.protocol.NodeRole
+    address: str
+    workers: tuple[ClusterWorkerView, ...]
+    budget_bytes: int
+    reserved_bytes: int
+
+    def to_wire(self) -> NodeInfo:
+        return {
+            "id": self.id,
+            "role": self.role,  # type: ignore[typeddict-item]
+            "address": self.address,
+            "workers": [{
+                "id": w.id, "kind": w.kind,  # type: ignore[typeddict-item]
+                "state": w.state,  # type: ignore[typeddict-item]
+                "job_id": w.job_id, "partition": w.partition,
+                "partitions_done": w.partitions_done, "metrics_url": w.metrics_url,
+            } for w in self.workers],
+            "reservations": {"budget_bytes": self.budget_bytes,
+                             "reserved_bytes": self.reserved_bytes},
         }
 
 
@@ -202,6 +243,9 @@ class EngineSnapshot:
     spans_open: int  # engine spans not yet ended: 0 when idle (a leak check from outside)
     # Unfinished jobs found in the journal at start: (proof_kind, outcome) -> count.
     jobs_recovered: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    # Steps run again after a lost worker or lost data: (phase, reason) -> count.
+    partition_retries: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    nodes: tuple[NodeView, ...] = ()  # cluster nodes; empty for the single-process engine
 
     def to_wire(self) -> StatusInfo:
         phases: dict[str, dict[str, int]] = {}
@@ -232,7 +276,11 @@ class EngineSnapshot:
                 "jobs_submitted": dict(self.jobs_submitted),
                 "jobs_completed": {f"{k}/{s}": n for (k, s), n in self.jobs_completed.items()},
                 "worker_partitions": _by_worker_kind(self.worker_partitions),
+                "partition_retries": {
+                    f"{phase}/{reason}": n
+                    for (phase, reason), n in sorted(self.partition_retries.items())},
             },
+            "nodes": [n.to_wire() for n in self.nodes],
         }
 
 

@@ -80,6 +80,10 @@ class EngineCollector:
             "Unfinished jobs found in the journal at start, by outcome (resumed: queued again; "
             "completed: every partition already journaled; failed: could not be resumed)",
             labels=["proof_kind", "outcome"])
+        retries = CounterMetricFamily(
+            "cuzk_partition_retries",
+            "Partition steps run again after their worker process or their data was lost",
+            labels=["phase", "reason"])
         budget = GaugeMetricFamily("cuzk_memory_budget_bytes", "Host memory budget in bytes")
         reserved = GaugeMetricFamily(
             "cuzk_memory_reserved_bytes", "Host bytes reserved, by consumer", labels=["consumer"])
@@ -118,6 +122,8 @@ class EngineCollector:
                 completed.add_metric(list(labels), n)
             for labels, n in sorted(s.jobs_recovered.items()):
                 recovered.add_metric(list(labels), n)
+            for labels, n in sorted(s.partition_retries.items()):
+                retries.add_metric(list(labels), n)
             mem = s.memory
             budget.add_metric([], mem.budget_bytes)
             for consumer, n in sorted({"proving_key": 0, "partition": 0,
@@ -144,7 +150,7 @@ class EngineCollector:
                                            **dev.reserved_by_consumer}.items()):
                     dev_reserved.add_metric([device, consumer], n)
         yield from (busy, busy_s, lease_age, paused, parts, queued, phases, submitted, completed,
-                    recovered, budget, reserved, waiters, evictions, evicted, keys, build)
+                    recovered, retries, budget, reserved, waiters, evictions, evicted, keys, build)
         if s is None or s.device_memory:  # absent, not zero, where no device budget exists
             yield from (dev_budget, dev_reserved)
 

@@ -29,6 +29,7 @@ CONTRACT = {
     "cuzk_proving_key_resident_bytes": ("gauge", {"proof_kind", "location"}),
     "cuzk_build_info": ("gauge", {"version", "backend"}),
     "cuzk_jobs_recovered": ("counter", {"proof_kind", "outcome"}),
+    "cuzk_partition_retries": ("counter", {"phase", "reason"}),
     "cuzk_journal_write_seconds": ("histogram", set()),
 }
 HIST_EXTRA = {"le"}
