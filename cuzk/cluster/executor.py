@@ -29,7 +29,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import ray
-from ray.exceptions import GetTimeoutError, ObjectLostError, RayActorError, RayTaskError
+from ray.exceptions import (
+    ActorUnschedulableError,
+    GetTimeoutError,
+    NodeDiedError,
+    ObjectLostError,
+    RayActorError,
+    RayTaskError,
+    TaskUnschedulableError,
+    WorkerCrashedError,
+)
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from cuzk.cluster import NAMESPACE, PREFETCH_DEPTH
@@ -107,18 +116,20 @@ class ClusterProofResult(ProofResult):
         object.__setattr__(self, "span_attributes", {"cuzk.node.id": node_id})
 
 
+WORKER_LOST = (RayActorError, ActorUnschedulableError, NodeDiedError, WorkerCrashedError,
+               TaskUnschedulableError)
+"""The process (or its node) is gone, or cannot be placed because its node is gone."""
+
+
 def _lost(exc: BaseException) -> str | None:
     """``worker_lost``, ``data_lost`` or None (a real error of the step, not a loss)."""
     if isinstance(exc, RayTaskError):
-        cause = exc.cause
-        if isinstance(cause, ObjectLostError):
-            return "data_lost"
-        if isinstance(cause, RayActorError):
-            return "worker_lost"
-        return None
+        exc = exc.cause if isinstance(exc.cause, BaseException) else exc
+        if isinstance(exc, RayTaskError):
+            return None
     if isinstance(exc, ObjectLostError):
         return "data_lost"
-    if isinstance(exc, RayActorError):
+    if isinstance(exc, WORKER_LOST):
         return "worker_lost"
     return None
 
@@ -188,6 +199,7 @@ class ClusterExecutor:
                 known = nid in self._nodes or nid in self._refused
             if not known:
                 self._add_node(nid, info)
+        self._top_up()
         self._bind_slots()
 
     def _add_node(self, nid: str, info: Mapping[str, Any]) -> None:
@@ -365,6 +377,39 @@ class ClusterExecutor:
             actor.busy = 0
             self._lock.notify_all()
 
+    def _retire_cpu(self, actor: _Actor) -> None:
+        """A CPU worker that died (Ray does not restart them): never pick it again; the
+        membership thread places a new one if its node is still alive."""
+        with self._lock:
+            node = self._nodes.get(actor.node_id)
+            if node is not None and actor in node.actors:
+                node.actors.remove(actor)
+        with contextlib.suppress(Exception):
+            ray.kill(actor.handle, no_restart=True)
+
+    def _top_up(self) -> None:
+        """Place a new CPU worker for each one a live node lost."""
+        cpu_cls = cpu_actor_class()
+        with self._lock:
+            short_of = [(n, n.cpus - sum(1 for a in n.actors if a.kind == "cpu"))
+                        for n in self._nodes.values()]
+        for node, missing in short_of:
+            for _ in range(max(0, missing)):
+                name = f"{self.prefix}cpu-{short(node.id)}-{uuid.uuid4().hex[:6]}"
+                handle = cpu_cls.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+                    node.id, soft=False)).remote(name, self.spec)
+                actor = _Actor(name, "cpu", node.id, handle)
+                try:
+                    info = ray.get(handle.ready.remote(), timeout=60)
+                except Exception:
+                    log.warning("could not place a CPU worker on node %s", node.id)
+                    return
+                actor.metrics_url = info["metrics_url"]
+                with self._lock:
+                    if self._nodes.get(node.id) is node:
+                        node.actors.append(actor)
+                        self._lock.notify_all()
+
     def _cpu_on(self, nid: str) -> _Actor | None:
         with self._lock:
             node = self._nodes.get(nid)
@@ -416,6 +461,7 @@ class ClusterExecutor:
                 reason = _lost(exc)
                 if reason is None:
                     raise _unwrap(exc) from None
+                self._retire_cpu(actor)
                 raise PhaseLost("synthesis", reason, "synthesis",
                                 f"synthesis on {actor.id} lost: {reason}") from exc
         except BaseException:
@@ -487,6 +533,8 @@ class ClusterExecutor:
             reason = _lost(exc)
             if reason is None:
                 raise _unwrap(exc) from None
+            if reason == "worker_lost":
+                self._retire_cpu(actor)
             raise PhaseLost("finalize", reason, "synthesis",
                             f"finalize on {actor.id} lost: {reason}") from exc
         return ClusterProofResult(proof, public, node_id)

@@ -39,7 +39,7 @@ from cuzk.protocol import PRIORITY_RANK
 log = logging.getLogger(__name__)
 
 GPU_CONSUMER = "gpu_phase"
-MAX_RETRIES = 3
+MAX_RETRIES = 5
 """Times one partition's steps may run again after :class:`PhaseLost` before its job fails."""
 
 

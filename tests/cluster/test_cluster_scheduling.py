@@ -47,8 +47,11 @@ def head(in_namespace: bool) -> Iterator[Any]:
 
 
 def _gpu_handle(executor: Any) -> Any:
-    handle = executor.gpu_actor("slot-0")
-    assert handle is not None
+    """The GPU worker bound to the slot (waits while a new node's worker is being placed)."""
+    deadline = time.monotonic() + 60
+    while (handle := executor.gpu_actor("slot-0")) is None:
+        assert time.monotonic() < deadline, "no GPU worker bound to slot-0"
+        time.sleep(0.05)
     return handle
 
 
@@ -186,3 +189,104 @@ def test_ledgers_reserve_before_every_dispatch_and_never_exceed_a_node(head):
     for b in ledgers.values():
         assert b.reserved == 0, b.snapshot()
     assert spilled_bytes() == 0
+
+
+def _scrape(url: str) -> dict[str, float] | None:
+    """``name{labels}`` -> value from an actor's own endpoint; None when nothing answers."""
+    import urllib.error
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            text = r.read().decode()
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return None
+    out: dict[str, float] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[s.name] = s.value
+    return out
+
+
+def _gpu_worker(engine: Any) -> dict:
+    (g,) = [w for n in engine.status()["nodes"] for w in n["workers"] if w["kind"] == "gpu"]
+    return g
+
+
+def test_busy_gauge_comes_from_the_gpu_worker_and_vanishes_with_it(head, tmp_path):
+    """Checks 8 and 9: the actor's own /metrics says busy exactly while its phase runs; after
+    kill -9 its series are gone (never 0), and the file_sd file follows within 10 s."""
+    import json
+
+    import ray
+
+    from cuzk.cluster.service_discovery import SdWriter
+
+    engine, executor, _ = head
+    gpu = _gpu_handle(executor)
+    sd = tmp_path / "cuzk_sd.json"
+    writer = SdWriter(executor, sd, interval_s=1.0).start()
+    try:
+        groups = json.loads(sd.read_text())
+        assert sorted(g["labels"]["role"] for g in groups) == ["cpu", "cpu", "gpu"]
+        assert all(set(g["labels"]) == {"node", "role", "worker"} for g in groups)
+        url = _gpu_worker(engine)["metrics_url"]
+        idle = _scrape(url)
+        assert idle is not None and idle["cuzk_gpu_worker_busy"] == 0.0
+        assert not [n for n in idle if n.startswith("ray_")]
+
+        ray.get(gpu.script_hold.remote("gauge"))
+        job = engine.submit("winning-post", [{"tag": "gauge"}])
+        assert ray.get(gpu.script_entered.remote(30.0))
+        for _ in range(20):  # held inside its lease: never a false idle
+            assert _scrape(url)["cuzk_gpu_worker_busy"] == 1.0
+            time.sleep(0.01)
+        pid = ray.get(gpu.pid.remote())
+        os.kill(pid, signal.SIGKILL)
+        assert _scrape(url) is None  # the dead process's series are absent, not 0
+        assert engine.wait(job.id, 90).outcome == "succeeded"
+
+        deadline = time.monotonic() + 10
+        old_target = url.removeprefix("http://").removesuffix("/metrics")
+        while True:
+            targets = {g["targets"][0]: g["labels"]["role"] for g in json.loads(sd.read_text())}
+            new = [t for t, role in targets.items() if role == "gpu"]
+            if old_target not in targets and len(new) == 1:
+                break
+            assert time.monotonic() < deadline, targets
+            time.sleep(0.2)
+        after = _scrape(f"http://{new[0]}/metrics")
+        assert after is not None and after["cuzk_gpu_worker_busy"] == 0.0
+    finally:
+        writer.stop()
+        ray.get(gpu.script_release.remote())
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_gpu_node_removed_mid_job_and_added_back(head, round_):
+    """Check 6: the node with the GPU dies mid-job (no graceful exit) and a new one joins:
+    the job succeeds, every partition proven once; recovery time is printed."""
+    import ray
+
+    from tests.cluster._cluster import add_gpu_node, gpu_node
+
+    engine, executor, cluster = head
+    ray.get(_gpu_handle(executor).script_delay.remote("gpu", 0.2))  # a job long enough to hit
+    job = engine.submit("porep-c2", _tags(10, f"r{round_}-"))
+    deadline = time.monotonic() + 60
+    while _gpu_worker(engine)["state"] != "proving" and not engine.get(job.id).terminal:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    removed_at = time.monotonic()
+    cluster.remove_node(gpu_node(cluster), allow_graceful=False)
+    add_gpu_node(cluster)
+    done = engine.wait(job.id, 150)
+    recovered_s = time.monotonic() - removed_at
+    assert done.outcome == "succeeded", done.error
+    proofs = done.view().proofs or ()
+    tags = [tuple(public) for _, public in proofs]
+    assert sorted(tags) == sorted((f"r{round_}-{i}",) for i in range(10))  # once each
+    print(f"node removed mid-job, recovered in {recovered_s:.1f} s; retries "
+          f"{dict(engine.snapshot().partition_retries)}")
