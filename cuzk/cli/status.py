@@ -52,6 +52,7 @@ MAX_JOB_ROWS = 12
 STATE_STYLE = {
     "proving": "bold green",
     "idle": "dim",
+    "unreachable": "bold red",
     "queued": "yellow",
     "running": "cyan",
     "succeeded": "green",
@@ -245,7 +246,10 @@ def _stacked(
     if caption:
         lines.append(Text(caption, style="dim"))
     for line in lines:
-        line.no_wrap = True
+        # A name wider than the terminal (a 56-character Ray node id at 40 columns) is folded
+        # onto the next lines whole, never cut; everything else stays on one line.
+        line.no_wrap = line.cell_len <= width
+        line.overflow = "fold"
     return Group(*lines, Text(""))
 
 
@@ -294,6 +298,35 @@ def _workers(
             "proven": str(w["partitions_proven"]),
         })
     return fitted("GPU workers", columns, rows, width)
+
+
+def _nodes(snapshot: StatusInfo, width: int) -> RenderableType | None:
+    """Cluster nodes (``cuzk serve --cluster``): one row per worker actor, as it answered
+    (``unreachable`` when it did not), with its node's ledger in the head."""
+    nodes = snapshot.get("nodes") or []
+    if not nodes:
+        return None
+    columns = [
+        Column("node", lead=True), Column("worker", lead=True), Column("role"),
+        Column("state"), Column("job", lead=True), Column("part", right=True, drop=2),
+        Column("reserved", right=True, drop=1), Column("ledger", right=True, drop=1),
+    ]
+    rows = []
+    for n in nodes:
+        res = n["reservations"]
+        for w in n["workers"] or [None]:
+            rows.append({
+                "node": n["id"],
+                "worker": w["id"] if w else "-",
+                "role": w["kind"] if w else n["role"],
+                "state": Text(w["state"] if w else "-",
+                              style=STATE_STYLE.get(w["state"], "") if w else ""),
+                "job": (w["job_id"] if w else None) or "-",
+                "part": "-" if not w or w["partition"] is None else str(w["partition"]),
+                "reserved": human_bytes(res["reserved_bytes"]),
+                "ledger": human_bytes(res["budget_bytes"]),
+            })
+    return fitted("Cluster nodes", columns, rows, width)
 
 
 def _phases(snapshot: StatusInfo, width: int) -> RenderableType:
@@ -437,9 +470,11 @@ def render(
     id or a proof kind short.
     """
     now = time.monotonic() if now is None else now
+    nodes = _nodes(snapshot, width)
     return Group(
         _header(snapshot, server, width),
         _workers(snapshot, previous, now, width),
+        *([nodes] if nodes is not None else []),
         _phases(snapshot, width),
         _memory(snapshot, width),
         _keys(snapshot, width),
