@@ -24,7 +24,9 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY cuzk ./cuzk
 COPY kernels ./kernels
-RUN pip install ".[gpu]" && rm -rf /src
+# Extras to install: "gpu" (CUDA), plus "cluster" for Ray (deploy/docker-compose.cluster.yml).
+ARG CUZK_EXTRAS=gpu
+RUN pip install ".[${CUZK_EXTRAS}]" && rm -rf /src
 
 # The engine's state lives under its home, /var/lib/cuzk (one volume in compose): proving keys
 # generated on first use in keys/, the job journal in state/. Both are created here, owned by

@@ -52,7 +52,9 @@ def cluster_engine(
     executor = ClusterExecutor(spec, local, gpu_slots, prefix=prefix)
     head = dataclasses.replace(
         settings, gpu_workers_per_device=PREFETCH_DEPTH,
-        synthesis_threads=max(1, executor.cpu_slots()))
+        # one thread per CPU worker placed now, or more when configured: nodes that join
+        # later add workers, and a thread waits for a free one (the executor's dispatch)
+        synthesis_threads=max(settings.synthesis_threads, executor.cpu_slots(), 1))
     try:
         return Engine(head, executor, tracer_provider=tracer_provider)
     except BaseException:
