@@ -145,6 +145,12 @@ class CpuWorkerActor:
         return (result.proof, list(result.public)), st.node_id
 
     @ray.method(concurrency_group="control")
+    def script_delay(self, step: str, seconds: float) -> None:
+        """Scripted prover only (the cluster bench): every ``step`` takes ``seconds``."""
+        prover: Any = self.state.prover
+        prover.delay(step, seconds)
+
+    @ray.method(concurrency_group="control")
     def pid(self) -> int:
         return os.getpid()
 

@@ -162,6 +162,7 @@ class ClusterExecutor:
         self._refused: dict[str, str] = {}
         self._epoch = uuid.uuid4().hex  # this head's dispatch numbering
         self._suspect: set[str] = set()  # GPU workers lost mid-call, not yet answering again
+        self._placing: dict[str, tuple[_Actor, Any]] = {}  # node -> CPU worker being placed
         self._stopped = threading.Event()
         self.membership_changes: list[tuple[float, str, str]] = []  # (time, "join"|"leave", id)
         # Audit hook: (step, node id or "local", bytes reserved for it there) at each dispatch.
@@ -388,27 +389,35 @@ class ClusterExecutor:
             ray.kill(actor.handle, no_restart=True)
 
     def _top_up(self) -> None:
-        """Place a new CPU worker for each one a live node lost."""
+        """Place a new CPU worker for each one a live node lost. Never waits: a worker being
+        placed is checked again at the next tick (a node that is dying but not yet reported
+        dead would otherwise hold the membership thread up)."""
         cpu_cls = cpu_actor_class()
+        for nid, (actor, ref) in list(self._placing.items()):
+            done, _ = ray.wait([ref], timeout=0)
+            if not done:
+                continue
+            del self._placing[nid]
+            try:
+                info = ray.get(ref)
+            except Exception:
+                log.warning("could not place a CPU worker on node %s", nid)
+                continue
+            actor.metrics_url = info["metrics_url"]
+            with self._lock:
+                node = self._nodes.get(nid)
+                if node is not None:
+                    node.actors.append(actor)
+                    self._lock.notify_all()
         with self._lock:
-            short_of = [(n, n.cpus - sum(1 for a in n.actors if a.kind == "cpu"))
-                        for n in self._nodes.values()]
-        for node, missing in short_of:
-            for _ in range(max(0, missing)):
-                name = f"{self.prefix}cpu-{short(node.id)}-{uuid.uuid4().hex[:6]}"
-                handle = cpu_cls.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
-                    node.id, soft=False)).remote(name, self.spec)
-                actor = _Actor(name, "cpu", node.id, handle)
-                try:
-                    info = ray.get(handle.ready.remote(), timeout=60)
-                except Exception:
-                    log.warning("could not place a CPU worker on node %s", node.id)
-                    return
-                actor.metrics_url = info["metrics_url"]
-                with self._lock:
-                    if self._nodes.get(node.id) is node:
-                        node.actors.append(actor)
-                        self._lock.notify_all()
+            short_of = [n for n in self._nodes.values() if n.id not in self._placing
+                        and sum(1 for a in n.actors if a.kind == "cpu") < n.cpus]
+        for node in short_of:
+            name = f"{self.prefix}cpu-{short(node.id)}-{uuid.uuid4().hex[:6]}"
+            handle = cpu_cls.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+                node.id, soft=False)).remote(name, self.spec)
+            self._placing[node.id] = (_Actor(name, "cpu", node.id, handle),
+                                      handle.ready.remote())
 
     def _cpu_on(self, nid: str) -> _Actor | None:
         with self._lock:

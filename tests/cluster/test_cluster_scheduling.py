@@ -48,7 +48,7 @@ def head(in_namespace: bool) -> Iterator[Any]:
 
 def _gpu_handle(executor: Any) -> Any:
     """The GPU worker bound to the slot (waits while a new node's worker is being placed)."""
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 150  # a node joining a loaded 2-core box can take a while
     while (handle := executor.gpu_actor("slot-0")) is None:
         assert time.monotonic() < deadline, "no GPU worker bound to slot-0"
         time.sleep(0.05)
