@@ -100,7 +100,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     ray_ms: list[float] = []
     busy: list[float] = []
     load = os.getloadavg()
-    inproc = Engine(settings, ScriptedProver()).start()
+    scripted: Any = ScriptedProver()
+    inproc = Engine(settings, scripted).start()
     try:
         _one_partition_ms(inproc, 3)  # warm
         for _ in range(args.runs):
@@ -110,14 +111,15 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     with two_nodes():
         spec = ProverSpec("scripted")
         engine = cluster_engine(settings, None, spec=spec, prefix="bench-")
+        executor: Any = engine.prover
         engine.start()
         try:
-            gpu = engine.prover.gpu_actor("slot-0")
+            gpu = executor.gpu_actor("slot-0")
             _one_partition_ms(engine, 3)  # warm: keys, actors, connections
             for _ in range(args.runs):
                 ray_ms.append(_one_partition_ms(engine, args.jobs))
             ray.get(gpu.script_delay.remote("gpu", args.gpu_ms / 1000.0))
-            cpus = [a.handle for a in engine.prover.actors() if a.kind == "cpu"]
+            cpus = [a.handle for a in executor.actors() if a.kind == "cpu"]
             ray.get([c.script_delay.remote("synthesize", args.synth_ms / 1000.0)
                      for c in cpus])
             for _ in range(args.runs):
@@ -131,7 +133,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 busy.append((after - before) / wall)
         finally:
             engine.shutdown(timeout=10)
-            for a in engine.prover.actors():
+            for a in executor.actors():
                 ray.kill(a.handle, no_restart=True)
     overhead = [r - min(local_ms) for r in ray_ms]
     return {

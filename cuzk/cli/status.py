@@ -34,6 +34,7 @@ from cuzk.cli._http import CliError, add_server_argument, make_client, request
 from cuzk.protocol import (
     ACTIVE_PHASES,
     TERMINAL_STATES,
+    ClusterWorkerInfo,
     JobInfo,
     MemoryBudgetInfo,
     StatusInfo,
@@ -311,10 +312,11 @@ def _nodes(snapshot: StatusInfo, width: int) -> RenderableType | None:
         Column("state"), Column("job", lead=True), Column("part", right=True, drop=2),
         Column("reserved", right=True, drop=1), Column("ledger", right=True, drop=1),
     ]
-    rows = []
+    rows: list[dict[str, str | Text]] = []
     for n in nodes:
         res = n["reservations"]
-        for w in n["workers"] or [None]:
+        workers: list[ClusterWorkerInfo | None] = [*n["workers"]] or [None]
+        for w in workers:
             rows.append({
                 "node": n["id"],
                 "worker": w["id"] if w else "-",
