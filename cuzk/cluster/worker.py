@@ -40,14 +40,15 @@ class ProverSpec:
         if self.kind == "scripted":
             from cuzk.testing import ScriptedKind, ScriptedProver
 
-            prover = ScriptedProver({k: ScriptedKind(estimate=e)
-                                     for k, e in self.scripted_estimates.items()})
+            prover: Any = ScriptedProver({k: ScriptedKind(estimate=e)
+                                          for k, e in self.scripted_estimates.items()})
             for step, seconds in self.scripted_delays.items():
                 prover.delay(step, seconds)
             return prover
         from cuzk.engine.real_prover import RealProver
 
-        return RealProver(self.settings or EngineSettings())
+        real: Any = RealProver(self.settings or EngineSettings())  # a ProverBackend
+        return real
 
 
 @dataclass
@@ -243,10 +244,11 @@ class WorkerState:
 def split_synthesis(synthesis: Any) -> tuple[Any, Any]:
     """(witness part, a/b/c part): two objects, so a/b/c are freed after the GPU phase while
     the witness waits for finalize. A synthesis without a/b/c fields travels whole."""
-    if dataclasses.is_dataclass(synthesis) and all(
-            hasattr(synthesis, n) for n in ("a", "b", "c")):
-        abc = (synthesis.a, synthesis.b, synthesis.c)
-        return dataclasses.replace(synthesis, a=None, b=None, c=None), abc
+    obj: Any = synthesis  # any prover's synthesis: checked by shape, not by type
+    shaped = dataclasses.is_dataclass(obj) and all(hasattr(obj, n) for n in ("a", "b", "c"))
+    if shaped:
+        abc = (obj.a, obj.b, obj.c)
+        return dataclasses.replace(obj, a=None, b=None, c=None), abc
     return synthesis, None
 
 
@@ -260,10 +262,12 @@ def join_synthesis(witness_part: Any, abc: Any) -> Any:
 def pack_points(output: Any) -> Any:
     """G1 points (not picklable) as compressed bytes, tagged so ``unpack_points`` restores
     them; anything else travels as it is."""
-    if dataclasses.is_dataclass(output) and not isinstance(output, type):
-        fields = {f.name: getattr(output, f.name) for f in dataclasses.fields(output)}
+    obj: Any = output
+    instance = dataclasses.is_dataclass(obj) and not isinstance(obj, type)
+    if instance:
+        fields = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
         if all(hasattr(v, "to_compressed_bytes") for v in fields.values()):
-            return ("g1", type(output).__module__, type(output).__qualname__,
+            return ("g1", type(obj).__module__, type(obj).__qualname__,
                     {k: bytes(v.to_compressed_bytes()) for k, v in fields.items()})
     return output
 
