@@ -35,11 +35,26 @@ def _namespace_problem() -> str | None:
         return "ray is not installed (pip install -e '.[cluster]')"
     if shutil.which("unshare") is None or shutil.which("ip") is None:
         return "unshare and ip (util-linux, iproute2) are needed for a private network namespace"
-    probe = subprocess.run(["unshare", "-n", "--", "ip", "link", "set", "lo", "up"],
-                           capture_output=True, text=True)
-    if probe.returncode != 0:
-        return f"cannot create a network namespace (unshare -n: {probe.stderr.strip()})"
-    return None
+    errors = []
+    for flags in UNSHARE_FLAGS:
+        probe = subprocess.run(["unshare", *flags, "--", "ip", "link", "set", "lo", "up"],
+                               capture_output=True, text=True)
+        if probe.returncode == 0:
+            return None
+        errors.append(f"unshare {' '.join(flags)}: {probe.stderr.strip()}")
+    return "cannot create a network namespace (" + "; ".join(errors) + ")"
+
+
+UNSHARE_FLAGS = (["-n"], ["-r", "-n"])
+"""As root, a network namespace; otherwise inside a user namespace mapping us to root."""
+
+
+@functools.cache
+def _unshare_flags() -> list[str]:
+    for flags in UNSHARE_FLAGS:
+        if subprocess.run(["unshare", *flags, "--", "true"], capture_output=True).returncode == 0:
+            return flags
+    return ["-n"]
 
 
 _RESULTS: dict[str, dict[str, tuple[str, str]]] = {}
@@ -51,8 +66,8 @@ def _run_module(path: Path, tmp: Path) -> dict[str, tuple[str, str]]:
     env = {**os.environ, "CUZK_TEST_NETNS": "1", "RAY_USAGE_STATS_ENABLED": "0",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     script = 'ip link set lo up && exec "$0" "$@"'
-    cmd = ["unshare", "-n", "--", "sh", "-c", script, sys.executable, "-m", "pytest", "-q",
-           "-p", "no:cacheprovider", f"--junitxml={report}", str(path)]
+    cmd = ["unshare", *_unshare_flags(), "--", "sh", "-c", script, sys.executable, "-m",
+           "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}", str(path)]
     try:
         proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
                               timeout=MODULE_TIMEOUT_S)
