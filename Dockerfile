@@ -28,7 +28,8 @@ WORKDIR /src
 COPY pyproject.toml setup.py README.md constraints.txt ./
 COPY cuzk ./cuzk
 COPY kernels ./kernels
-# The exact versions the tests passed with (constraints.txt); the extras, when any, in brackets.
+# The exact versions the tests passed with (constraints.txt); the extras, when any, in brackets:
+# "gpu" (CUDA), plus "cluster" for Ray (deploy/docker-compose.cluster.yml: CUZK_EXTRAS=gpu,cluster).
 RUN pip install -c constraints.txt ".${CUZK_EXTRAS:+[$CUZK_EXTRAS]}" && rm -rf /src
 
 # The engine's state lives under its home, /var/lib/cuzk (one volume in compose): proving keys

@@ -19,7 +19,7 @@ $(BIN)/.runtime: pyproject.toml constraints.txt
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,ptx]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,ptx,cluster]'
 	touch $@ $(BIN)/.runtime
 
 # The native MSM extension (cuzk/prover/_native), rebuilt in place when its sources change

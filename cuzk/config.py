@@ -48,6 +48,7 @@ from cuzk.settings_schema import (
     boolean,
     byte_size,
     choice,
+    int_or_auto,
     non_empty_string,
     optional_duration,
     optional_path,
@@ -72,6 +73,7 @@ __all__ = [
     "DEFAULT_LISTEN",
     "PRIORITIES",
     "PROOF_KIND_SCHEMA",
+    "ClusterConfig",
     "Config",
     "ConfigError",
     "JournalConfig",
@@ -254,6 +256,30 @@ class JournalConfig:
     )
 
 
+@dataclass(frozen=True)
+class ClusterConfig:
+    """[cluster]: run the engine's steps on a Ray cluster (docs/cluster.md)."""
+
+    address: str | None = setting(
+        "",
+        'Ray cluster to drive, as "host:port" of `ray start --head`; "" = one process '
+        "(Ray is never imported). Needs pip install 'cuzk[cluster]'.",
+        optional_string,
+    )
+    gpu_slots: int = setting(
+        "auto",
+        "GPU workers the head can drive at once (its threads are fixed at start); "
+        '"auto" = the GPUs Ray reports at start.',
+        int_or_auto(lambda: 0),
+    )
+    sd_file: Path = setting(
+        "",
+        "Prometheus file_sd file the head keeps listing every live cuzk endpoint of the cluster "
+        '(labels node, role); "" = $XDG_STATE_HOME/cuzk/cuzk_sd.json.',
+        xdg_path("XDG_STATE_HOME", ".local/state", "cuzk", "cuzk_sd.json"),
+    )
+
+
 def _proof_kind_name(name: str) -> str | None:
     """Proof kind names are labels and URL path parts: keep them plain."""
     if re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,63}", name):
@@ -338,6 +364,7 @@ def _sections() -> dict[str, type]:
         "telemetry": TelemetryConfig,
         "journal": JournalConfig,
         "prover": ProverConfig,
+        "cluster": ClusterConfig,
     }
 
 
@@ -366,6 +393,7 @@ class Config:
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     journal: JournalConfig = field(default_factory=JournalConfig)
     prover: ProverConfig = field(default_factory=ProverConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
     proof_kinds: dict[str, ProofKindConfig] = field(default_factory=dict)
     source: Path | None = None  # the TOML file, if any
 

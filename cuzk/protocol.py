@@ -60,9 +60,24 @@ JOB_OUTCOMES: tuple[str, ...] = get_args(JobOutcome)
 JOB_STATES: tuple[str, ...] = ("queued", "running", *JOB_OUTCOMES)
 TERMINAL_STATES: frozenset[str] = frozenset(JOB_OUTCOMES)
 
-WorkerState = Literal["idle", "proving"]
-"""A GPU worker is ``proving`` exactly while it holds an open lease."""
+WorkerState = Literal["idle", "proving", "unreachable"]
+"""A GPU worker is ``proving`` exactly while it holds an open lease. ``unreachable``: a cluster
+worker actor that did not answer its snapshot in time (never reported as ``idle``)."""
 WORKER_STATES: tuple[str, ...] = get_args(WorkerState)
+
+RetryPhase = Literal["synthesis", "gpu", "finalize"]
+RETRY_PHASES: tuple[str, ...] = get_args(RetryPhase)
+RetryReason = Literal["worker_lost", "data_lost"]
+"""Why a partition's step ran again (``cuzk_partition_retries_total``): the process running it
+died or stopped answering (``worker_lost``), or the data it needed went with a node
+(``data_lost``: it starts again from synthesis)."""
+RETRY_REASONS: tuple[str, ...] = get_args(RetryReason)
+
+NodeRole = Literal["gpu", "cpu"]
+"""A cluster node's role: ``gpu`` when it hosts GPU worker actors, else ``cpu`` (synthesis and
+finalization only)."""
+NODE_ROLES: tuple[str, ...] = get_args(NodeRole)
+ClusterWorkerKind = Literal["gpu", "cpu"]
 
 KeyEvictResult = Literal["evicted", "deferred", "not_resident"]
 
@@ -266,6 +281,39 @@ class WorkerInfo(TypedDict):
 
 
 @_closed
+class ClusterWorkerInfo(TypedDict):
+    """One worker actor of a cluster node, as its own snapshot reported it (or did not)."""
+
+    id: str
+    kind: ClusterWorkerKind
+    state: WorkerState
+    """From the actor's open leases; ``unreachable`` when it did not answer within 1 s."""
+    job_id: str | None
+    partition: int | None
+    partitions_done: int | None
+    """Steps this actor process completed since it started; None when unreachable."""
+    metrics_url: str | None
+
+
+@_closed
+class NodeReservations(TypedDict):
+    budget_bytes: int
+    """This node's ledger in the head (sized from its object store)."""
+    reserved_bytes: int
+
+
+@_closed
+class NodeInfo(TypedDict):
+    """A node of the cluster (``cuzk serve --cluster``)."""
+
+    id: str
+    role: NodeRole
+    address: str
+    workers: list[ClusterWorkerInfo]
+    reservations: NodeReservations
+
+
+@_closed
 class MemoryWaiterInfo(TypedDict):
     consumer: str
     bytes: int
@@ -323,6 +371,8 @@ class CounterTotals(TypedDict):
     """By proof kind: jobs that finished after (or were cut at) their deadline."""
     jobs_rejected: dict[str, int]
     """By ``<proof kind>/<reason>``."""
+    partition_retries: dict[str, int]
+    """Steps run again after their worker or data was lost, by ``<phase>/<reason>``."""
 
 
 @_closed
@@ -350,6 +400,8 @@ class StatusInfo(TypedDict):
     backlog_gpu_seconds: dict[str, float]
     """Predicted GPU-seconds of queued and running work, by priority (the autoscaling
     signal); only work whose kind has a measured or configured duration counts."""
+    nodes: list[NodeInfo]
+    """Cluster nodes (``cuzk serve --cluster``); empty for the single-process engine."""
 
 
 # ---- circuits, keys, workers, health ----------------------------------------------------

@@ -81,6 +81,7 @@ class ScriptedProver:
         self.kinds = dict(kinds or {})
         self.devices = list(devices)
         self.name = name
+        self.field_arith = "n/a"  # scripted steps do no field arithmetic
         self._device_memory = device_memory
         self._lock = threading.Lock()
         self._gates: list[Gate] = []
@@ -168,6 +169,18 @@ class ScriptedProver:
 
     def verification_key(self, proof_kind: str) -> dict[str, Any]:
         raise CuzkError("the scripted prover has no verification keys")
+
+    def device_ready(self, device: str, timeout: float) -> bool:
+        return True  # a device of this process is always there
+
+    def discard(self, synthesis: Any) -> None:
+        """Nothing is held outside this process."""
+
+    def nodes(self) -> list[Any]:
+        return []  # one process, no cluster
+
+    def close(self) -> None:
+        """Nothing outside this process to let go of."""
 
     def input_elements(self, proof_kind: str) -> int | None:
         return None  # scripted partitions take any inputs

@@ -66,6 +66,7 @@ def register(subparsers: Any) -> None:
     pe.add_argument("--scale", type=float, default=1.0, help="scripted step-time multiplier")
     pe.add_argument("--json", type=Path, help="also write the figures as JSON here")
     pe.set_defaults(func=run_engine)
+    from cuzk.cli.bench_cluster import register as register_cluster
     from cuzk.cli.bench_deadlines import register as register_deadlines
     from cuzk.cli.bench_durability import register as register_durability
     from cuzk.cli.bench_soak import register as register_soak
@@ -73,6 +74,7 @@ def register(subparsers: Any) -> None:
     register_soak(sub)
     register_durability(sub)
     register_deadlines(sub)
+    register_cluster(sub)
 
 
 def run_engine(args: argparse.Namespace) -> int:

@@ -40,6 +40,13 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--listen", metavar="HOST:PORT", default=None, help="overrides [server] listen")
     p.add_argument(
+        "--cluster",
+        metavar="ADDRESS",
+        default=None,
+        help="drive the Ray cluster at ADDRESS (host:port of `ray start --head`); overrides"
+        " [cluster] address (docs/cluster.md)",
+    )
+    p.add_argument(
         "--print-config",
         action="store_true",
         help="print the effective configuration as JSON and exit",
@@ -49,7 +56,8 @@ def register(subparsers: Any) -> None:
 
 def load(args: argparse.Namespace) -> Config:
     path = args.config or os.environ.get("CUZK_CONFIG") or None
-    return load_config(path, overrides={"server.listen": args.listen})
+    return load_config(path, overrides={"server.listen": args.listen,
+                                        "cluster.address": getattr(args, "cluster", None)})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,6 +79,33 @@ def run(args: argparse.Namespace) -> int:
     except BrokenKey as e:
         print(f"cuzk serve: refusing to start: {e}", file=sys.stderr)
         return 2
+
+
+class ClusterUnavailable(Exception):
+    """``--cluster`` given but Ray is missing or the cluster cannot be reached."""
+
+
+def _cluster_engine(config: Config, settings: Any, provider: Any) -> tuple[Any, Any]:
+    """The engine over the Ray cluster at ``cluster.address``, and its file_sd writer. Ray is
+    imported here and nowhere on the single-process path."""
+    try:
+        from cuzk.cluster.runtime import cluster_engine
+        from cuzk.cluster.service_discovery import SdWriter
+    except ImportError as e:
+        raise ClusterUnavailable(
+            f"--cluster needs Ray: pip install 'cuzk[cluster]' ({e})") from None
+    address = config.cluster.address
+    log.info("cluster: connecting to the Ray cluster at %s", address)
+    try:
+        engine = cluster_engine(settings, address, gpu_slots=config.cluster.gpu_slots or None,
+                                tracer_provider=provider)
+    except ConnectionError as e:
+        raise ClusterUnavailable(f"cannot reach the Ray cluster at {address}: {e}") from None
+    head = (f"{config.server.host}:{config.server.port}", "head")
+    writer = SdWriter(engine.prover, config.cluster.sd_file, head).start()
+    log.info("cluster: %d node(s); file_sd targets in %s", len(engine.prover.nodes()),
+             config.cluster.sd_file)
+    return engine, writer
 
 
 class BrokenKey(Exception):
@@ -209,11 +244,18 @@ def serve(config: Config) -> int:
     if settings.tracing_enabled:
         tracing = configure_tracing(settings.service_name, otel_env)
     provider = tracing.provider if tracing is not None else None
+    sd_writer = None
     try:
-        engine = Engine(settings, RealProver(settings), tracer_provider=provider)
+        if config.cluster.address:
+            engine, sd_writer = _cluster_engine(config, settings, provider)
+        else:
+            engine = Engine(settings, RealProver(settings), tracer_provider=provider)
     except JournalError as e:
         listener.close()
         print(f"cuzk serve: refusing to start: {e}", file=sys.stderr)
+        return 2
+    except ClusterUnavailable as e:
+        print(f"cuzk serve: {e}", file=sys.stderr)
         return 2
     if engine.journal is not None:
         log.info("journal: %s", engine.journal.path)
@@ -244,6 +286,8 @@ def serve(config: Config) -> int:
     finally:
         listener.close()
         log.info("shutting down the engine")
+        if sd_writer is not None:
+            sd_writer.stop()
         engine.shutdown(timeout=5)
         if provider is not None:
             provider.shutdown()  # flushes the spans still batched for export

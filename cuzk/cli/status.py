@@ -41,9 +41,11 @@ from cuzk.cli._pager import Pager, read_keys
 from cuzk.protocol import (
     ACTIVE_PHASES,
     TERMINAL_STATES,
+    ClusterWorkerInfo,
     JobInfo,
     KeyInfo,
     MemoryBudgetInfo,
+    NodeInfo,
     StatusInfo,
     WorkerInfo,
 )
@@ -68,6 +70,7 @@ def _phase_header(phase: str) -> str:
 STATE_STYLE = {
     "proving": "bold green",
     "idle": "dim",
+    "unreachable": "bold red",
     "queued": "yellow",
     "running": "cyan",
     "succeeded": "green",
@@ -319,6 +322,42 @@ def _workers(f: Frame) -> RenderableType:
 
 
 @dataclass(frozen=True)
+class NodeRow:
+    node: NodeInfo
+    worker: ClusterWorkerInfo | None  # None: a node with no worker actor (yet)
+
+
+def _node_state(r: NodeRow) -> Text:
+    if r.worker is None:
+        return Text("-")
+    return Text(r.worker["state"], style=STATE_STYLE.get(r.worker["state"], ""))
+
+
+NODE_COLUMNS: list[Column[NodeRow]] = [
+    Column("node", lambda r: r.node["id"], name=True),
+    Column("worker", lambda r: r.worker["id"] if r.worker else "-", name=True),
+    Column("role", lambda r: r.worker["kind"] if r.worker else r.node["role"]),
+    Column("state", _node_state),
+    Column("job", lambda r: (r.worker["job_id"] if r.worker else None) or "-", keep=20,
+           name=True),
+    Column("part", lambda r: "-" if not r.worker or r.worker["partition"] is None
+           else str(r.worker["partition"]), keep=30, right=True),
+    Column("reserved", lambda r: human_bytes(r.node["reservations"]["reserved_bytes"]),
+           keep=40, right=True),
+    Column("ledger", lambda r: human_bytes(r.node["reservations"]["budget_bytes"]), keep=40,
+           right=True),
+]
+"""Cluster nodes (``cuzk serve --cluster``): one row per worker actor, as it answered
+(``unreachable`` when it did not), with its node's ledger in the head."""
+
+
+def _nodes(f: Frame) -> RenderableType:
+    nodes = f.snapshot.get("nodes") or []
+    rows = [NodeRow(n, w) for n in nodes for w in ([*n["workers"]] or [None])]
+    return Group(*fit("Cluster nodes", NODE_COLUMNS, rows, f.width)) if rows else Group()
+
+
+@dataclass(frozen=True)
 class PhaseRow:
     kind: str | Text
     counts: dict[str, int]
@@ -469,6 +508,7 @@ def _counters_line(snapshot: StatusInfo) -> str:
 SECTIONS: list[Section] = [
     Section("header", _header),
     Section("workers", _workers),
+    Section("nodes", _nodes),
     Section("phases", _phases),
     Section("memory", _memory),
     Section("keys", _keys),

@@ -7,6 +7,7 @@ concurrency can be tested with a scripted double and its scheduling reused on an
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -46,6 +47,38 @@ class ProofResult:
     public: list[str]
 
 
+@dataclass(frozen=True)
+class StepContext:
+    """The partition a step belongs to, for a backend that runs steps elsewhere (a cluster):
+    its worker's lease names the job and partition, its ledger uses the priority, and
+    ``traceparent`` (of the step's span) carries the trace across processes."""
+
+    job_id: str
+    proof_kind: str
+    partition: int
+    priority: str
+    traceparent: str | None
+
+
+STEP: ContextVar[StepContext | None] = ContextVar("cuzk_step", default=None)
+"""Set by the engine around each ``synthesize``/``gpu_phase``/``finalize`` call."""
+
+
+class PhaseLost(Exception):
+    """A step's work was lost with the process or node running it, not through the job's fault.
+
+    The engine runs it again (journal-safe: nothing was committed) and counts it in
+    ``cuzk_partition_retries_total{phase,reason}``. ``redo``: ``"gpu"`` when the synthesis
+    survived and only the GPU phase runs again, ``"synthesis"`` when the partition starts over.
+    """
+
+    def __init__(self, phase: str, reason: str, redo: str, message: str) -> None:
+        super().__init__(message)
+        self.phase = phase
+        self.reason = reason
+        self.redo = redo
+
+
 @runtime_checkable
 class ProverBackend(Protocol):
     """What the engine calls, every capability declared (no method is looked up by name).
@@ -63,6 +96,12 @@ class ProverBackend(Protocol):
     @property
     def devices(self) -> Sequence[str]:
         """Device labels GPU workers run on: ["cpu"] or ["cuda:0", ...]."""
+        ...
+
+    @property
+    def field_arith(self) -> str:
+        """The CPU MSMs' field multiply ("mulx-adx", "portable", ...); "n/a" for a prover
+        without CPU MSMs of its own."""
         ...
 
     def device_memory_bytes(self, device: str) -> int | None:
@@ -139,4 +178,27 @@ class ProverBackend(Protocol):
         """Groth16 verification with the kind's verification key: the engine re-verifies
         journaled proofs with it before serving them after a restart. None: this prover cannot
         verify (then only the journal's row checksum is checked)."""
+        ...
+
+    def device_ready(self, device: str, timeout: float) -> bool:
+        """True when ``device`` can take work now; a GPU worker thread waits on it before
+        taking a partition, so nothing leaves the priority queue for a device that is gone
+        (a local device is always ready: True at once)."""
+        ...
+
+    def discard(self, synthesis: Any) -> None:
+        """Called once when the engine drops a synthesis: free what it holds elsewhere (a
+        cluster's object refs; a no-op in one process)."""
+        ...
+
+    def nodes(self) -> Sequence[Any]:
+        """The cluster's nodes (``cuzk.engine.snapshot.NodeView``) for the status; empty for a
+        prover in this process."""
+        ...
+
+    def close(self) -> None:
+        """Release what the prover holds outside this process, at shutdown (a no-op here).
+
+        Steps may raise :class:`PhaseLost`. A step's result may carry ``span_attributes`` (a
+        mapping) that the engine puts on the step's span (the node that ran it)."""
         ...

@@ -69,6 +69,8 @@ from cuzk.protocol import (
     PRIORITIES,
     PRIORITY_RANK,
     REJECT_REASONS,
+    RETRY_PHASES,
+    RETRY_REASONS,
     CircuitInfo,
     StatusInfo,
     priority_of,
@@ -204,6 +206,9 @@ class Engine:
                 self.counters.ensure("journal_proofs_rejected", (kind, reason))
         self._verified: set[str] = set()  # row checksums whose proofs verified
         self._reopen_lock = threading.Lock()  # not _submit_lock: submit reads the journal
+        for phase in RETRY_PHASES:
+            for reason in RETRY_REASONS:
+                self.counters.ensure("partition_retries", (phase, reason))
 
         self.pipeline = Pipeline(
             s, prover, self.spans, self.events, self.counters, self.host_budget,
@@ -290,6 +295,7 @@ class Engine:
                 log.warning("phase-duration figures not kept for the next start: %s", e)
             self.journal.close()
         self.keys.evict_all()
+        self.prover.close()  # a cluster executor lets go of its actors and connection
         self.drained.set()
 
     def _interrupt(self, job: Job) -> None:
@@ -989,12 +995,13 @@ class Engine:
                     phases[k2] = phases.get(k2, 0) + 1
         views += [job.view() for job in finished]
         keys = [KeyView(**k) for k in self.keys.snapshot()]
+        nodes = tuple(self.prover.nodes())  # a cluster executor's nodes; none in one process
         return EngineSnapshot(
             time=now,
             uptime_s=0.0 if started is None else time.monotonic() - started,
             version=__version__,
             backend=self.prover.name,
-            field_arith=str(getattr(self.prover, "field_arith", "n/a")),
+            field_arith=self.prover.field_arith,
             paused=paused,
             queues=MappingProxyType({
                 "pending": len(self.pipeline.pending),
@@ -1022,6 +1029,8 @@ class Engine:
             synthesis_preempted=_frozen(self.counters.get("synthesis_preempted")),
             backlog_gpu_seconds=MappingProxyType(
                 {p: backlog.get(p, 0.0) for p in PRIORITIES}),
+            partition_retries=_frozen(self.counters.get("partition_retries")),
+            nodes=nodes,
         )
 
     def status(self) -> StatusInfo:

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
-from cuzk.engine.backend import ProverBackend
+from cuzk.engine.backend import STEP, PhaseLost, ProverBackend, StepContext
 from cuzk.engine.counters import Counters
 from cuzk.engine.events import (
     EventBus,
@@ -33,11 +34,32 @@ from cuzk.engine.memory import MemoryBudget, ReservationAborted
 from cuzk.engine.queues import WorkQueue
 from cuzk.engine.scheduling import ARRIVAL, DEADLINE, Order, OrderKey, order_key, outranks
 from cuzk.engine.settings import EngineSettings
-from cuzk.engine.spans import SpanBook
+from cuzk.engine.spans import SpanBook, traceparent_of
 
 log = logging.getLogger(__name__)
 
 GPU_CONSUMER = "gpu_phase"
+MAX_RETRIES = 5
+"""Times one partition's steps may run again after :class:`PhaseLost` before its job fails."""
+
+
+@contextmanager
+def _step(p: Partition, span: Any) -> Iterator[None]:
+    """Tell the backend which partition (and span) the step it is about to run belongs to."""
+    token = STEP.set(StepContext(p.job.id, p.job.proof_kind, p.index, p.job.priority,
+                                 traceparent_of(span)))
+    try:
+        yield
+    finally:
+        STEP.reset(token)
+
+
+def _annotate(span: Any, result: Any) -> None:
+    """Put a step result's ``span_attributes`` (the node that ran it) on the step's span."""
+    attrs = getattr(result, "span_attributes", None)
+    if span is not None and attrs:
+        for name, value in attrs.items():
+            span.set_attribute(name, value)
 
 
 def queue_key(p: Partition, order: Order = DEADLINE) -> OrderKey:
@@ -49,7 +71,8 @@ def queue_key(p: Partition, order: Order = DEADLINE) -> OrderKey:
 class _Stage:
     """Per-partition bookkeeping the pipeline needs between steps."""
 
-    __slots__ = ("device_reservation", "fin_done", "fin_scope", "queued_scope", "synth_scope")
+    __slots__ = ("device_reservation", "fin_done", "fin_scope", "queued_scope", "retries",
+                 "synth_scope")
 
     def __init__(self) -> None:
         self.synth_scope: PhaseScope | None = None  # queued_synthesis
@@ -57,6 +80,7 @@ class _Stage:
         self.fin_scope: PhaseScope | None = None
         self.fin_done: threading.Event | None = None
         self.device_reservation: Any = None
+        self.retries = 0
 
 
 class _AdmissionStages:
@@ -349,9 +373,13 @@ class Pipeline:
             return self._park(p, scope)
         scope.span = self.spans.start("cuzk.synthesis", p.span, self._attrs(p))
         try:
-            p.synthesis = self.prover.synthesize(p.key.handle, p.inputs)
+            with _step(p, scope.span):
+                p.synthesis = self.prover.synthesize(p.key.handle, p.inputs)
+        except PhaseLost as exc:
+            return self._retry(p, exc, scope)
         except Exception as exc:
             return self._fail(p, exc)
+        _annotate(scope.span, p.synthesis)
         if job.terminal:
             return self._abandon(p)
         st.queued_scope = p.open_phase("queued_gpu")
@@ -361,7 +389,15 @@ class Pipeline:
     # ---- GPU workers -------------------------------------------------------------------------
 
     def _worker_loop(self, worker: GpuWorker) -> None:
-        while (p := self.gpu_queue.get()) is not None:
+        while True:
+            # A cluster device (a GPU worker actor's slot) may be gone: take nothing from the
+            # priority queue for it until it is back.
+            while not self.prover.device_ready(worker.device, 0.5):
+                if self.gpu_queue.closed:
+                    return
+            p = self.gpu_queue.get()
+            if p is None:
+                return
             try:
                 self._prove(worker, p)
             except BaseException as exc:
@@ -384,27 +420,35 @@ class Pipeline:
             return self._abandon(p)
         est = p.key.handle.estimate
         budget = self.device_budgets.get(worker.device)
+        device_res = None
         if budget is not None and est.device_bytes:
             try:
-                st.device_reservation = budget.reserve(
+                device_res = st.device_reservation = budget.reserve(
                     est.device_bytes, GPU_CONSUMER, job.priority, abort=lambda: job.terminal,
                     order=self.key(p))
                 if self.bus.active:
                     self.bus.publish(MemoryWaited(
-                        budget.name, GPU_CONSUMER, st.device_reservation.waited_s))
+                        budget.name, GPU_CONSUMER, device_res.waited_s))
             except ReservationAborted:
                 return self._abandon(p)
             except Exception as exc:
                 return self._fail(p, exc)
         handed_off = failed = False
         try:
-            with worker.lease(job, p):
+            with worker.lease(job, p) as span:
                 assert st.queued_scope is not None  # opened when it was queued for a GPU
                 st.queued_scope.close()
                 try:
-                    p.gpu_output = self.prover.gpu_phase(p.key.handle, p.synthesis, worker.device)
+                    with _step(p, span):
+                        p.gpu_output = self.prover.gpu_phase(
+                            p.key.handle, p.synthesis, worker.device)
+                    _annotate(span, p.gpu_output)
                     self.prover.release_abc(p.synthesis)
                     p.reservation.release(min(est.abc_bytes, p.reservation.held))
+                except PhaseLost as exc:
+                    failed = True
+                    self._retry(p, exc, None)  # requeued inside the lease: no phase gap
+                    raise
                 except Exception as exc:
                     failed = True
                     self._fail(p, exc)  # settles inside the lease: no phase gap
@@ -423,9 +467,10 @@ class Pipeline:
                 self._fail(p, exc)
             return
         finally:
-            if st.device_reservation is not None:
-                st.device_reservation.close()
-                st.device_reservation = None
+            if device_res is not None:
+                device_res.close()
+                if st.device_reservation is device_res:
+                    st.device_reservation = None
         if not handed_off:
             self._abandon(p)
 
@@ -452,9 +497,13 @@ class Pipeline:
             assert st.fin_scope is not None  # opened when it was handed off
             st.fin_scope.span = span
             try:
-                p.proof = self.prover.finalize(p.key.handle, p.synthesis, p.gpu_output)
+                with _step(p, span):
+                    p.proof = self.prover.finalize(p.key.handle, p.synthesis, p.gpu_output)
+            except PhaseLost as exc:
+                return self._retry(p, exc, st.fin_scope)
             except Exception as exc:
                 return self._fail(p, exc)
+            _annotate(span, p.proof)
             if self.bus.active:
                 self.bus.publish(PartitionFinalized(
                     job.id, job.proof_kind, p.index, p.proof.proof, tuple(p.proof.public)))
@@ -467,6 +516,31 @@ class Pipeline:
 
     # ---- outcomes ----------------------------------------------------------------------------
 
+    def _retry(self, p: Partition, exc: PhaseLost, current: PhaseScope | None) -> None:
+        """Run a lost step again: back into the priority queue it came from (the GPU queue when
+        the synthesis survived, else synthesis from the start), counted; the job fails after
+        MAX_RETRIES. Opens the next phase before closing ``current`` (no phase gap)."""
+        st = self._st(p)
+        if p.job.terminal:
+            return self._abandon(p)
+        if st.retries >= MAX_RETRIES:
+            return self._fail(p, RuntimeError(f"{exc} (gave up after {MAX_RETRIES} retries)"))
+        st.retries += 1
+        self.counters.inc("partition_retries", (exc.phase, exc.reason))
+        log.warning("job %s partition %d: %s; running it again (%s, retry %d)",
+                    p.job.id, p.index, exc, exc.redo, st.retries)
+        if exc.redo == "gpu":
+            st.queued_scope = p.open_phase("queued_gpu")
+            if current is not None:
+                current.close(exc)
+            self.gpu_queue.put(p, queue_key(p))
+            return
+        self._release(p)
+        st.synth_scope = p.open_phase("queued_synthesis")
+        if current is not None:
+            current.close(exc)
+        self.pending.put(p, queue_key(p))
+
     def _release(self, p: Partition) -> None:
         """Give back everything the work item holds; safe to call more than once."""
         if p.reservation is not None:
@@ -475,6 +549,8 @@ class Pipeline:
         if p.key is not None:
             key, p.key = p.key, None
             self.keys.release(key)
+        if p.synthesis is not None:
+            self.prover.discard(p.synthesis)
         p.synthesis = None
         p.gpu_output = None
 

@@ -110,6 +110,11 @@ class WorkQueue(Generic[T]):
         with self._cond:
             return self._paused
 
+    @property
+    def closed(self) -> bool:
+        with self._cond:
+            return self._closed
+
     def close(self) -> list[T]:
         """Stop all consumers; returns what was still queued (the caller cleans it up)."""
         with self._cond:

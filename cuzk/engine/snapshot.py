@@ -18,6 +18,7 @@ from cuzk.protocol import (
     KeyInfo,
     MemoryBudgetInfo,
     MemoryInfo,
+    NodeInfo,
     PartitionInfo,
     StatusInfo,
     WorkerInfo,
@@ -105,6 +106,46 @@ class JobView:
                 "missed": self.deadline_missed,
                 "on_miss": self.on_miss,  # type: ignore[typeddict-item]
             },
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterWorkerView:
+    """A worker actor as its own snapshot answered (state ``unreachable`` when it did not)."""
+
+    id: str
+    kind: str  # "gpu" | "cpu"
+    state: str  # cuzk.protocol.WorkerState
+    job_id: str | None = None
+    partition: int | None = None
+    partitions_done: int | None = None
+    metrics_url: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """One cluster node: its workers and its memory ledger in the head."""
+
+    id: str
+    role: str  # cuzk.protocol.NodeRole
+    address: str
+    workers: tuple[ClusterWorkerView, ...]
+    budget_bytes: int
+    reserved_bytes: int
+
+    def to_wire(self) -> NodeInfo:
+        return {
+            "id": self.id,
+            "role": self.role,  # type: ignore[typeddict-item]
+            "address": self.address,
+            "workers": [{
+                "id": w.id, "kind": w.kind,  # type: ignore[typeddict-item]
+                "state": w.state,  # type: ignore[typeddict-item]
+                "job_id": w.job_id, "partition": w.partition,
+                "partitions_done": w.partitions_done, "metrics_url": w.metrics_url,
+            } for w in self.workers],
+            "reservations": {"budget_bytes": self.budget_bytes,
+                             "reserved_bytes": self.reserved_bytes},
         }
 
 
@@ -230,6 +271,9 @@ class EngineSnapshot:
     spans_open: int  # engine spans not yet ended: 0 when idle (a leak check from outside)
     # Unfinished jobs found in the journal at start: (proof_kind, outcome) -> count.
     jobs_recovered: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    # Steps run again after a lost worker or lost data: (phase, reason) -> count.
+    partition_retries: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    nodes: tuple[NodeView, ...] = ()  # cluster nodes; empty for the single-process engine
     field_arith: str = "n/a"  # the prover's CPU MSM multiply (a prover without one: n/a)
     # Host bytes of every proving-key slot by (proof_kind, state: loading, resident,
     # evicting), read with ``memory`` in one step: they sum to its proving_key bytes.
@@ -286,8 +330,12 @@ class EngineSnapshot:
                 "worker_partitions": _by_worker_kind(self.worker_partitions),
                 "deadlines_missed": dict(self.deadlines_missed),
                 "jobs_rejected": {f"{k}/{r}": n for (k, r), n in self.jobs_rejected.items()},
+                "partition_retries": {
+                    f"{phase}/{reason}": n
+                    for (phase, reason), n in sorted(self.partition_retries.items())},
             },
             "backlog_gpu_seconds": {p: round(v, 6) for p, v in self.backlog_gpu_seconds.items()},
+            "nodes": [n.to_wire() for n in self.nodes],
         }
 
 

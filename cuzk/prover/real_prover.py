@@ -262,6 +262,18 @@ class RealProver:
         self._vks[proof_kind] = (stamp, vk)
         return vk
 
+    def device_ready(self, device: str, timeout: float) -> bool:
+        return True  # this process's devices are always there
+
+    def discard(self, synthesis: Any) -> None:
+        """Nothing is held outside this process."""
+
+    def nodes(self) -> list[Any]:
+        return []  # one process, no cluster
+
+    def close(self) -> None:
+        """Nothing outside this process to let go of."""
+
     def verify_proof(
         self, proof_kind: str, proof: Mapping[str, Any], public: Sequence[str]
     ) -> bool | None:

@@ -90,6 +90,10 @@ class EngineCollector:
             "cuzk_journal_lost",
             "1 when the journal file was deleted or replaced under the running server (submits "
             "are refused until it is restored and the server restarted), else 0")
+        retries = CounterMetricFamily(
+            "cuzk_partition_retries",
+            "Partition steps run again after their worker process or their data was lost",
+            labels=["phase", "reason"])
         budget = GaugeMetricFamily("cuzk_memory_budget_bytes", "Host memory budget in bytes")
         reserved = GaugeMetricFamily(
             "cuzk_memory_reserved_bytes", "Host bytes reserved, by consumer", labels=["consumer"])
@@ -137,6 +141,8 @@ class EngineCollector:
             for labels, n in sorted(s.journal_proofs_rejected.items()):
                 rejected.add_metric(list(labels), n)
             lost.add_metric([], 1.0 if s.journal_lost else 0.0)
+            for labels, n in sorted(s.partition_retries.items()):
+                retries.add_metric(list(labels), n)
             mem = s.memory
             budget.add_metric([], mem.budget_bytes)
             for consumer, n in sorted({"proving_key": 0, "partition": 0, "request_inputs": 0,
@@ -165,8 +171,8 @@ class EngineCollector:
                                            **dev.reserved_by_consumer}.items()):
                     dev_reserved.add_metric([device, consumer], n)
         yield from (busy, busy_s, lease_age, paused, parts, queued, phases, submitted, completed,
-                    recovered, rejected, lost, budget, reserved, waiters, evictions, evicted, keys,
-                    key_bytes, build)
+                    recovered, rejected, lost, retries, budget, reserved, waiters, evictions,
+                    evicted, keys, key_bytes, build)
         yield from _deadline_families(s)
         if s is None or s.device_memory:  # absent, not zero, where no device budget exists
             yield from (dev_budget, dev_reserved)

@@ -145,3 +145,47 @@ def test_columns_and_sections_are_data(
     narrow = jobs_header(60)
     assert "slack" not in narrow and {"state", "parts"} <= set(narrow), narrow
     assert _render(busy_snapshot, 80).rstrip().splitlines()[-1] == "Nodes: 2"
+
+
+def _cluster_snapshot(snapshot: dict) -> dict:
+    """The same snapshot as a cluster head reports it: two nodes with full-length Ray node
+    ids, worker actors with long names, one of them unreachable."""
+    gpu_node = "a3f9" * 14  # Ray node ids are 56 hex characters
+    cpu_node = "7c0d" * 14
+    job = snapshot["jobs"][0]["id"]
+    out = dict(snapshot)
+    out["nodes"] = [
+        {"id": gpu_node, "role": "gpu", "address": "10.1.2.3", "reservations": {
+            "budget_bytes": 300 << 20, "reserved_bytes": 90 << 20},
+         "workers": [{"id": f"gpu-{gpu_node[:12]}-0", "kind": "gpu", "state": "proving",
+                      "job_id": job, "partition": 1, "partitions_done": 7,
+                      "metrics_url": "http://10.1.2.3:40001/metrics"},
+                     {"id": f"cpu-{gpu_node[:12]}-0", "kind": "cpu", "state": "unreachable",
+                      "job_id": None, "partition": None, "partitions_done": None,
+                      "metrics_url": None}]},
+        {"id": cpu_node, "role": "cpu", "address": "10.1.2.4", "reservations": {
+            "budget_bytes": 300 << 20, "reserved_bytes": 0},
+         "workers": [{"id": f"cpu-{cpu_node[:12]}-0", "kind": "cpu", "state": "idle",
+                      "job_id": None, "partition": None, "partitions_done": 3,
+                      "metrics_url": "http://10.1.2.4:40002/metrics"}]},
+    ]
+    return out
+
+
+@pytest.mark.parametrize("width", [40, 60, 80, 200])
+def test_cluster_nodes_are_shown_without_cutting_a_name(busy_snapshot: dict, width: int) -> None:
+    snap = _cluster_snapshot(busy_snapshot)
+    console = Console(record=True, width=width, file=io.StringIO(), color_system=None)
+    console.print(status_cmd.render(snap, server="http://127.0.0.1:9820", width=width))
+    text = console.export_text()
+    assert "…" not in text and "..." not in text
+    assert all(len(line.rstrip()) <= width for line in text.splitlines())
+    tokens = {tok for line in text.splitlines() for tok in line.replace("│", " ").split()}
+    folded = "".join(line.strip().removesuffix(WRAP_MARK) for line in text.splitlines())  # a
+    # name wider than the terminal wraps, whole, its lines marked
+    names = {n["id"] for n in snap["nodes"]} | {w["id"] for n in snap["nodes"]
+                                                for w in n["workers"]}
+    missing = {n for n in names if n not in tokens and (len(n) <= width or n not in folded)}
+    assert not missing, f"cut or missing at {width} columns: {missing}\n{text}"
+    assert "unreachable" in tokens
+

@@ -34,6 +34,7 @@ CONTRACT = {
     "cuzk_jobs_recovered": ("counter", {"proof_kind", "outcome"}),
     "cuzk_journal_proofs_rejected": ("counter", {"proof_kind", "reason"}),
     "cuzk_journal_lost": ("gauge", set()),
+    "cuzk_partition_retries": ("counter", {"phase", "reason"}),
     "cuzk_journal_write_seconds": ("histogram", set()),
     "cuzk_job_deadline_missed": ("counter", {"proof_kind"}),
     "cuzk_job_deadline_margin_seconds": ("histogram", {"proof_kind"}),

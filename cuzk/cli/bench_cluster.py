@@ -1,0 +1,167 @@
+"""``cuzk bench cluster``: what Ray costs the engine, on a two-node cluster on this machine.
+
+Figures, each over ``--runs`` runs on one cluster (range and median):
+
+* Ray's overhead per partition: the median time of a one-partition job through the engine over
+  the cluster minus the same through the engine in one process, both with the scripted prover
+  and no step time (so only the dispatch is timed: three actor calls and their objects).
+* GPU-worker busy fraction with scripted GPU phases of ``--gpu-ms`` (50 ms): busy seconds as the
+  GPU worker's own leases count them, over the job's wall time, prefetch depth 2, small
+  payloads. This is **scheduling capacity on one box**: both "nodes" share this machine's
+  cores, so it says nothing about proving throughput, and no speed-up is claimed.
+
+Ray starts only inside a private network namespace: without one the command runs itself again
+under ``unshare -n`` (root, util-linux) with only loopback up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+NETNS_ENV = "CUZK_BENCH_NETNS"
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "cluster",
+        help="Ray's overhead per partition and GPU-worker busy fraction on a local two-node"
+        " cluster (scheduling capacity on one box)",
+    )
+    p.add_argument("--runs", type=int, default=3, help="measurement runs (default 3)")
+    p.add_argument("--jobs", type=int, default=30, help="one-partition jobs per overhead run")
+    p.add_argument("--partitions", type=int, default=40, help="partitions of the busy job")
+    p.add_argument("--gpu-ms", type=float, default=50.0, help="scripted GPU phase (ms)")
+    p.add_argument("--synth-ms", type=float, default=20.0, help="scripted synthesis (ms)")
+    p.add_argument("--json", type=Path, help="also write the figures as JSON here")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if os.environ.get(NETNS_ENV) != "1":
+        script = 'ip link set lo up && exec "$0" "$@"'
+        code = "import sys; from cuzk.cli.main import main; raise SystemExit(main(sys.argv[1:]))"
+        argv = ["bench", "cluster", "--runs", str(args.runs), "--jobs", str(args.jobs),
+                "--partitions", str(args.partitions), "--gpu-ms", str(args.gpu_ms),
+                "--synth-ms", str(args.synth_ms)]
+        if args.json:
+            argv += ["--json", str(args.json.resolve())]
+        env = {**os.environ, NETNS_ENV: "1", "RAY_USAGE_STATS_ENABLED": "0"}
+        try:
+            return subprocess.call(["unshare", "-n", "--", "sh", "-c", script, sys.executable,
+                                    "-c", code, *argv], env=env)
+        except FileNotFoundError:
+            print("cuzk bench cluster: needs unshare (util-linux) for a private network "
+                  "namespace", file=sys.stderr)
+            return 2
+    figures = measure(args)
+    show(figures)
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    return 0
+
+
+def _one_partition_ms(engine: Any, jobs: int) -> float:
+    times = []
+    for i in range(jobs):
+        t0 = time.perf_counter()
+        job = engine.submit("one", [{"tag": f"o{i}"}])
+        if engine.wait(job.id, 60).outcome != "succeeded":
+            raise RuntimeError(f"job failed: {job.error}")
+        times.append((time.perf_counter() - t0) * 1000.0)
+    return statistics.median(times)
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    import ray
+
+    from cuzk.cluster.local import two_nodes
+    from cuzk.cluster.runtime import cluster_engine
+    from cuzk.cluster.worker import ProverSpec
+    from cuzk.engine.engine import Engine
+    from cuzk.engine.settings import EngineSettings, ProofKindSettings
+    from cuzk.testing import ScriptedProver
+
+    settings = EngineSettings(
+        backend="cpu", memory_budget_bytes=1 << 30, tracing_enabled=False,
+        proof_kinds={"one": ProofKindSettings("one", 1, "normal"),
+                     "busy": ProofKindSettings("busy", args.partitions, "normal")})
+    local_ms: list[float] = []
+    ray_ms: list[float] = []
+    busy: list[float] = []
+    load = os.getloadavg()
+    scripted: Any = ScriptedProver()
+    inproc = Engine(settings, scripted).start()
+    try:
+        _one_partition_ms(inproc, 3)  # warm
+        for _ in range(args.runs):
+            local_ms.append(_one_partition_ms(inproc, args.jobs))
+    finally:
+        inproc.shutdown(timeout=10)
+    with two_nodes():
+        spec = ProverSpec("scripted")
+        engine = cluster_engine(settings, None, spec=spec, prefix="bench-")
+        executor: Any = engine.prover
+        engine.start()
+        try:
+            gpu = executor.gpu_actor("slot-0")
+            _one_partition_ms(engine, 3)  # warm: keys, actors, connections
+            for _ in range(args.runs):
+                ray_ms.append(_one_partition_ms(engine, args.jobs))
+            ray.get(gpu.script_delay.remote("gpu", args.gpu_ms / 1000.0))
+            cpus = [a.handle for a in executor.actors() if a.kind == "cpu"]
+            ray.get([c.script_delay.remote("synthesize", args.synth_ms / 1000.0)
+                     for c in cpus])
+            for _ in range(args.runs):
+                before = ray.get(gpu.snapshot.remote())["busy_seconds"]
+                t0 = time.perf_counter()
+                job = engine.submit("busy", [{"tag": f"b{i}"} for i in range(args.partitions)])
+                if engine.wait(job.id, 600).outcome != "succeeded":
+                    raise RuntimeError(f"busy job failed: {job.error}")
+                wall = time.perf_counter() - t0
+                after = ray.get(gpu.snapshot.remote())["busy_seconds"]
+                busy.append((after - before) / wall)
+        finally:
+            engine.shutdown(timeout=10)
+            for a in executor.actors():
+                ray.kill(a.handle, no_restart=True)
+    overhead = [r - min(local_ms) for r in ray_ms]
+    return {
+        "runs": args.runs,
+        "load_average_at_start": [round(x, 2) for x in load],
+        "in_process_ms_per_partition": local_ms,
+        "cluster_ms_per_partition": ray_ms,
+        "ray_overhead_ms_per_partition": overhead,
+        "gpu_ms": args.gpu_ms,
+        "partitions": args.partitions,
+        "gpu_busy_fraction": busy,
+        "label": "scheduling capacity on one box (both nodes share this machine's cores)",
+    }
+
+
+def _range(values: list[float], fmt: str) -> str:
+    return (f"{format(min(values), fmt)}–{format(max(values), fmt)} "
+            f"(median {format(statistics.median(values), fmt)})")
+
+
+def show(f: dict[str, Any]) -> None:
+    t = Table(title=f"cuzk bench cluster: {f['runs']} runs; {f['label']}")
+    t.add_column("figure")
+    t.add_column("range over runs", justify="right")
+    t.add_row("one-partition job, in process (ms)", _range(f["in_process_ms_per_partition"], ".1f"))
+    t.add_row("one-partition job, over Ray (ms)", _range(f["cluster_ms_per_partition"], ".1f"))
+    t.add_row("Ray overhead per partition (ms)", _range(f["ray_overhead_ms_per_partition"], ".1f"))
+    t.add_row(f"GPU worker busy, {f['gpu_ms']:.0f} ms phases, depth 2",
+              _range(f["gpu_busy_fraction"], ".3f"))
+    Console().print(t)
+    print(f"load average at start: {f['load_average_at_start']}")

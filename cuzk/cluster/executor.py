@@ -1,0 +1,629 @@
+"""The head side: a prover backend for :class:`cuzk.engine.Engine` that runs each step on a
+Ray worker actor. It keeps no queue: the engine's priority queues decide what runs next, and
+this class only decides where.
+
+- GPU phases: the engine's GPU workers here are *slots* (``slot-0`` ...), each driven by
+  ``PREFETCH_DEPTH`` engine threads. A slot is bound to one live GPU worker actor; an actor
+  runs one phase at a time, so one partition runs and one waits there, and a critical
+  partition waits for at most those two per GPU. A slot with no live actor takes nothing from
+  the queue (``device_ready``).
+- Synthesis: on a free CPU worker actor; the witness and a/b/c stay in that node's object
+  store (two refs) and the a/b/c ref is dropped after the GPU phase; finalize runs on the node
+  that holds the witness.
+- Memory: one ledger per node (a :class:`MemoryBudget` sized from the node's object store):
+  nothing is sent to a node without a reservation there.
+- Failures: a lost actor or lost data is :class:`PhaseLost`; the engine runs the step again
+  and counts it. Ray itself never re-runs work (``max_retries=0``, ``max_task_retries=0``).
+- Membership: a thread follows ``ray.nodes()`` and places or drops actors as nodes come and go.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+from ray.exceptions import (
+    ActorUnschedulableError,
+    GetTimeoutError,
+    NodeDiedError,
+    ObjectLostError,
+    RayActorError,
+    RayTaskError,
+    TaskUnschedulableError,
+    WorkerCrashedError,
+)
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from cuzk.cluster import NAMESPACE, PREFETCH_DEPTH
+from cuzk.cluster.actors import cpu_actor_class, gpu_actor_class
+from cuzk.cluster.worker import ProverSpec
+from cuzk.engine.backend import (
+    STEP,
+    KeyHandle,
+    PartitionMemory,
+    PhaseLost,
+    ProofResult,
+    ProverBackend,
+)
+from cuzk.engine.memory import MemoryBudget, Reservation
+from cuzk.engine.snapshot import ClusterWorkerView, NodeView
+from cuzk.errors import CuzkError
+
+log = logging.getLogger(__name__)
+
+SNAPSHOT_TIMEOUT_S = 1.0
+"""A worker actor that does not answer its snapshot within this is ``unreachable``."""
+LEDGER_CONSUMER = "partition_data"
+RESTART_WAIT_S = 60.0
+"""How long a GPU phase waits for a lost GPU worker to be restarted by Ray before it counts
+as lost again (Ray restarts an actor on its node in about 1 s)."""
+
+
+def short(node_id: str) -> str:
+    return node_id[:12]
+
+
+@dataclass
+class _Actor:
+    id: str
+    kind: str  # "gpu" | "cpu"
+    node_id: str
+    handle: Any
+    metrics_target: str = ""
+    metrics_url: str = ""
+    busy: int = 0  # cpu: 1 while a synthesis of ours is on it (slot accounting, not state)
+    tickets: int = 0  # gpu: calls numbered in dispatch order (the actor keeps that order)
+
+
+@dataclass
+class _Node:
+    id: str
+    address: str
+    ledger: MemoryBudget
+    gpus: int
+    cpus: int
+    actors: list[_Actor] = field(default_factory=list)
+
+    @property
+    def role(self) -> str:
+        return "gpu" if any(a.kind == "gpu" for a in self.actors) else "cpu"
+
+
+@dataclass
+class ClusterSynthesis:
+    """A partition's synthesis as the head holds it: two refs and the ledger reservation on
+    the node whose object store holds them."""
+
+    node_id: str
+    witness: Any
+    abc: Any
+    reservation: Reservation | None
+    abc_bytes: int
+    span_attributes: dict[str, str]
+
+
+@dataclass
+class GpuResult:
+    packed: Any
+    span_attributes: dict[str, str]
+
+
+class ClusterProofResult(ProofResult):
+    """A proof plus the node that finalized it (for the ``cuzk.finalize`` span)."""
+
+    def __init__(self, proof: dict, public: list[str], node_id: str) -> None:
+        super().__init__(proof, public)
+        object.__setattr__(self, "span_attributes", {"cuzk.node.id": node_id})
+
+
+WORKER_LOST = (RayActorError, ActorUnschedulableError, NodeDiedError, WorkerCrashedError,
+               TaskUnschedulableError)
+"""The process (or its node) is gone, or cannot be placed because its node is gone."""
+
+
+def _lost(exc: BaseException) -> str | None:
+    """``worker_lost``, ``data_lost`` or None (a real error of the step, not a loss)."""
+    if isinstance(exc, RayTaskError):
+        exc = exc.cause if isinstance(exc.cause, BaseException) else exc
+        if isinstance(exc, RayTaskError):
+            return None
+    if isinstance(exc, ObjectLostError):
+        return "data_lost"
+    if isinstance(exc, WORKER_LOST):
+        return "worker_lost"
+    return None
+
+
+def _unwrap(exc: BaseException) -> BaseException:
+    """A step's own exception (a WitnessError, a ProofError) as the in-process engine sees it."""
+    if isinstance(exc, RayTaskError) and isinstance(exc.cause, BaseException):
+        return exc.cause
+    return exc
+
+
+class ClusterExecutor:
+    """The engine's prover backend on a Ray cluster (``cuzk serve --cluster ADDRESS``).
+
+    ``spec``: how actors build their prover; ``local``: a prover in the head for what needs no
+    worker (input checks, verification keys). ``gpu_slots``: GPU workers the head drives (the
+    engine's threads are fixed at start); None: the GPUs Ray reports now, at least 1.
+    """
+
+    name = "cluster"
+    field_arith = "n/a"  # the CPU MSMs run in the worker actors, each reporting its own
+
+    def __init__(self, spec: ProverSpec, local: ProverBackend, gpu_slots: int | None = None,
+                 poll_s: float = 1.0, prefix: str = "") -> None:
+        self.spec = spec
+        self.local = local
+        self.poll_s = poll_s
+        self.prefix = prefix  # names of detached actors: several heads on one cluster (tests)
+        self._lock = threading.Condition()
+        self._nodes: dict[str, _Node] = {}
+        self._refused: dict[str, str] = {}
+        self._epoch = uuid.uuid4().hex  # this head's dispatch numbering
+        self._suspect: set[str] = set()  # GPU workers lost mid-call, not yet answering again
+        self._placing: dict[str, tuple[_Actor, Any]] = {}  # node -> CPU worker being placed
+        self._stopped = threading.Event()
+        self.membership_changes: list[tuple[float, str, str]] = []  # (time, "join"|"leave", id)
+        # Audit hook: (step, node id or "local", bytes reserved for it there) at each dispatch.
+        self.on_dispatch: Callable[[str, str, int], None] | None = None
+        total_gpus = int(ray.cluster_resources().get("GPU", 0))
+        n = gpu_slots if gpu_slots is not None else max(1, total_gpus)
+        self.devices = [f"slot-{i}" for i in range(n)]
+        self._slots: dict[str, _Actor | None] = dict.fromkeys(self.devices)
+        self._sync_membership()
+        self._thread = threading.Thread(target=self._follow, name="cuzk-cluster-membership",
+                                        daemon=True)
+        self._thread.start()
+
+    # ---- membership --------------------------------------------------------------------------
+
+    def _follow(self) -> None:
+        while not self._stopped.wait(self.poll_s):
+            try:
+                self._sync_membership()
+            except Exception:  # the cluster may be briefly unreachable; try again next tick
+                log.exception("reading cluster membership failed")
+
+    def cpu_slots(self) -> int:
+        with self._lock:
+            return sum(1 for n in self._nodes.values() for a in n.actors if a.kind == "cpu")
+
+    def _sync_membership(self) -> None:
+        alive = {n["NodeID"]: n for n in ray.nodes() if n.get("Alive")}
+        with self._lock:
+            gone = [nid for nid in self._nodes if nid not in alive]
+        for nid in gone:
+            self._drop_node(nid)
+        for nid, info in alive.items():
+            with self._lock:
+                known = nid in self._nodes or nid in self._refused
+            if not known:
+                self._add_node(nid, info)
+        self._top_up()
+        self._bind_slots()
+
+    def _add_node(self, nid: str, info: Mapping[str, Any]) -> None:
+        res = info.get("Resources", {})
+        store = int(res.get("object_store_memory", 0))
+        node = _Node(nid, str(info.get("NodeManagerAddress", "")),
+                     MemoryBudget(max(store, 1), f"node:{short(nid)}"),
+                     int(res.get("GPU", 0)), int(res.get("CPU", 0)))
+        pin = NodeAffinitySchedulingStrategy(nid, soft=False)
+        gpu_cls, cpu_cls = gpu_actor_class(), cpu_actor_class()
+        pending: list[_Actor] = []
+        for i in range(node.gpus):
+            name = f"{self.prefix}gpu-{short(nid)}-{i}"
+            try:  # a detached worker from before a head restart: keys still resident
+                handle = ray.get_actor(name, namespace=NAMESPACE)
+            except ValueError:
+                handle = gpu_cls.options(
+                    name=name, namespace=NAMESPACE, lifetime="detached",
+                    scheduling_strategy=pin).remote(name, self.spec)
+            pending.append(_Actor(name, "gpu", nid, handle))
+        for i in range(node.cpus):
+            name = f"{self.prefix}cpu-{short(nid)}-{i}"
+            handle = cpu_cls.options(scheduling_strategy=pin).remote(name, self.spec)
+            pending.append(_Actor(name, "cpu", nid, handle))
+        for actor in pending:
+            try:
+                info_ = ray.get(actor.handle.ready.remote(), timeout=120)
+            except Exception as exc:
+                why = str(_unwrap(exc))
+                log.error("cluster node %s refused: %s", nid, why)
+                with self._lock:
+                    self._refused[nid] = why
+                for a in pending:
+                    ray.kill(a.handle, no_restart=True)
+                return
+            actor.metrics_url = info_["metrics_url"]
+            actor.metrics_target = actor.metrics_url.removeprefix("http://").removesuffix(
+                "/metrics")
+        node.actors = pending
+        with self._lock:
+            self._nodes[nid] = node
+            self.membership_changes.append((time.time(), "join", nid))
+            self._lock.notify_all()
+        log.info("cluster node %s joined: %d GPU worker(s), %d CPU worker(s), ledger %d bytes",
+                 nid, node.gpus, node.cpus, store)
+
+    def _drop_node(self, nid: str) -> None:
+        with self._lock:
+            node = self._nodes.pop(nid, None)
+            if node is None:
+                return
+            for slot, actor in self._slots.items():
+                if actor is not None and actor.node_id == nid:
+                    self._slots[slot] = None
+            self.membership_changes.append((time.time(), "leave", nid))
+            self._lock.notify_all()
+        for a in node.actors:  # detached GPU workers pinned to a dead node: free their names
+            with contextlib.suppress(Exception):
+                ray.kill(a.handle, no_restart=True)
+        log.warning("cluster node %s left; its work runs again elsewhere", nid)
+
+    def _bind_slots(self) -> None:
+        with self._lock:
+            bound = {id(a) for a in self._slots.values() if a is not None}
+            free = [a for n in self._nodes.values() for a in n.actors
+                    if a.kind == "gpu" and id(a) not in bound]
+            for slot, actor in self._slots.items():
+                if actor is None and free:
+                    self._slots[slot] = free.pop(0)
+            self._lock.notify_all()
+            if free:
+                log.warning("%d GPU worker(s) beyond cluster.gpu_slots=%d stay unused",
+                            len(free), len(self._slots))
+
+    # ---- what the engine's threads wait for -------------------------------------------------
+
+    def device_ready(self, device: str, timeout: float) -> bool:
+        """True when ``device`` (a slot) has a GPU worker that answers: after a worker was lost,
+        nothing is sent to it until Ray has restarted it (a call sent while it restarts fails
+        at once, and would be a retry for nothing)."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while (actor := self._slots.get(device)) is None:
+                left = deadline - time.monotonic()
+                if left <= 0 or self._stopped.is_set():
+                    return False
+                self._lock.wait(left)
+            suspect = actor.id in self._suspect
+        return not suspect or self._answers(actor, device, max(0.1, deadline - time.monotonic()))
+
+    def _answers(self, actor: _Actor, device: str, timeout: float) -> bool:
+        """Wait (up to ``timeout``) until a GPU worker lost mid-call answers again; True at
+        once for one that was not lost."""
+        with self._lock:
+            if actor.id not in self._suspect:
+                return True
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not self._stopped.is_set():
+            with self._lock:
+                if self._slots.get(device) is not actor:
+                    return False  # its node left; the slot waits for another worker
+            try:
+                ray.get(actor.handle.ready.remote(), timeout=1.0)
+            except Exception:
+                time.sleep(0.05)
+                continue
+            with self._lock:
+                self._suspect.discard(actor.id)
+            return True
+        return False
+
+    def _any_gpu(self, timeout: float = 120.0) -> _Actor:
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while True:
+                for actor in self._slots.values():
+                    if actor is not None:
+                        return actor
+                left = deadline - time.monotonic()
+                if left <= 0 or self._stopped.is_set():
+                    raise CuzkError("no GPU worker in the cluster (is a GPU node connected?)")
+                self._lock.wait(left)
+
+    def _take_cpu(self, nbytes: int, priority: str) -> tuple[_Actor, Reservation | None]:
+        """A free CPU worker and a reservation of ``nbytes`` on its node's ledger.
+
+        On a GPU node, synthesis leaves room for ``PREFETCH_DEPTH`` partitions per GPU pulled
+        in from other nodes: otherwise partitions synthesized there could fill its ledger while
+        waiting for its GPU, and the GPU phase of a partition from elsewhere could never get
+        its reservation there (a deadlock seen in the ledger test).
+        """
+        while True:
+            with self._lock:
+                if self._stopped.is_set():
+                    raise CuzkError("the cluster executor is closed")
+                fits = [a for n in self._nodes.values() for a in n.actors
+                        if a.kind == "cpu" and not a.busy and n.ledger.total
+                        - n.ledger.reserved - nbytes >= self._headroom(n, nbytes)]
+                if fits:
+                    fits.sort(key=lambda a: -self._free_bytes(a.node_id))
+                    actor = fits[0]
+                    actor.busy = 1
+                    ledger = self._nodes[actor.node_id].ledger
+                else:
+                    if self._nodes and all(nbytes > n.ledger.total
+                                           for n in self._nodes.values()):
+                        largest = max(n.ledger.total for n in self._nodes.values())
+                        raise CuzkError(
+                            f"a partition needs {nbytes} bytes of object store but the "
+                            f"largest node has {largest}; give the nodes more "
+                            "object_store_memory")
+                    self._lock.wait(0.05)  # ledgers change without telling this lock: poll
+                    continue
+            try:
+                res = ledger.reserve(nbytes, LEDGER_CONSUMER, priority, timeout=0) if nbytes \
+                    else None
+                return actor, res
+            except TimeoutError:
+                self._free_cpu(actor)
+            except Exception:
+                self._free_cpu(actor)
+                raise
+
+    @staticmethod
+    def _headroom(node: _Node, nbytes: int) -> int:
+        gpus = sum(1 for a in node.actors if a.kind == "gpu")
+        return PREFETCH_DEPTH * gpus * nbytes
+
+    def _free_bytes(self, nid: str) -> int:
+        node = self._nodes.get(nid)
+        return 0 if node is None else node.ledger.total - node.ledger.reserved
+
+    def _free_cpu(self, actor: _Actor) -> None:
+        with self._lock:
+            actor.busy = 0
+            self._lock.notify_all()
+
+    def _retire_cpu(self, actor: _Actor) -> None:
+        """A CPU worker that died (Ray does not restart them): never pick it again; the
+        membership thread places a new one if its node is still alive."""
+        with self._lock:
+            node = self._nodes.get(actor.node_id)
+            if node is not None and actor in node.actors:
+                node.actors.remove(actor)
+        with contextlib.suppress(Exception):
+            ray.kill(actor.handle, no_restart=True)
+
+    def _top_up(self) -> None:
+        """Place a new CPU worker for each one a live node lost. Never waits: a worker being
+        placed is checked again at the next tick (a node that is dying but not yet reported
+        dead would otherwise hold the membership thread up)."""
+        cpu_cls = cpu_actor_class()
+        for nid, (actor, ref) in list(self._placing.items()):
+            done, _ = ray.wait([ref], timeout=0)
+            if not done:
+                continue
+            del self._placing[nid]
+            try:
+                info = ray.get(ref)
+            except Exception:
+                log.warning("could not place a CPU worker on node %s", nid)
+                continue
+            actor.metrics_url = info["metrics_url"]
+            with self._lock:
+                node = self._nodes.get(nid)
+                if node is not None:
+                    node.actors.append(actor)
+                    self._lock.notify_all()
+        with self._lock:
+            short_of = [n for n in self._nodes.values() if n.id not in self._placing
+                        and sum(1 for a in n.actors if a.kind == "cpu") < n.cpus]
+        for node in short_of:
+            name = f"{self.prefix}cpu-{short(node.id)}-{uuid.uuid4().hex[:6]}"
+            handle = cpu_cls.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+                node.id, soft=False)).remote(name, self.spec)
+            self._placing[node.id] = (_Actor(name, "cpu", node.id, handle),
+                                      handle.ready.remote())
+
+    def _cpu_on(self, nid: str) -> _Actor | None:
+        with self._lock:
+            node = self._nodes.get(nid)
+            if node is None:
+                return None
+            return next((a for a in node.actors if a.kind == "cpu"), None)
+
+    # ---- ProverBackend -----------------------------------------------------------------------
+
+    def device_memory_bytes(self, device: str) -> int | None:
+        return None  # device memory is the GPU worker's own business, per node
+
+    def key_bytes_hint(self, proof_kind: str) -> int:
+        return 0  # keys live in the worker actors, not in the head
+
+    def device_pci_bus_id(self, device: str) -> str | None:
+        return None  # a slot is a GPU worker actor on some node, not a device of this host
+
+    def key_device_bytes_hint(self, proof_kind: str) -> int:
+        return 0  # device memory is the GPU worker's own business
+
+    def partition_memory_hint(self, proof_kind: str) -> PartitionMemory | None:
+        return None  # known once a GPU worker reports the key (load_key)
+
+    def upload_key(self, handle: KeyHandle) -> None:
+        pass  # the GPU worker actors load and keep their own keys
+
+    def input_elements(self, proof_kind: str) -> int | None:
+        return self.local.input_elements(proof_kind)
+
+    def verify_proof(
+        self, proof_kind: str, proof: Mapping[str, Any], public: Sequence[str]
+    ) -> bool | None:
+        return self.local.verify_proof(proof_kind, proof, public)
+
+    def check_inputs(self, proof_kind: str, inputs: Sequence[Mapping[str, Any]]) -> None:
+        self.local.check_inputs(proof_kind, inputs)
+
+    def verification_key(self, proof_kind: str) -> dict[str, Any]:
+        return self.local.verification_key(proof_kind)
+
+    def load_key(self, proof_kind: str) -> KeyHandle:
+        actor = self._any_gpu()
+        info = ray.get(actor.handle.key_info.remote(proof_kind))
+        est: PartitionMemory = info["estimate"]
+        return KeyHandle(proof_kind, proof_kind, 0, 0, est, info["sizes"])
+
+    def unload_key(self, handle: KeyHandle) -> None:
+        pass  # keys stay resident in the GPU workers (evicted there by their own process)
+
+    def synthesize(self, key: KeyHandle, inputs: Mapping[str, Any]) -> ClusterSynthesis:
+        ctx = STEP.get()
+        job_id, index, prio = (ctx.job_id, ctx.partition, ctx.priority) if ctx else ("", -1,
+                                                                                     "normal")
+        actor, res = self._take_cpu(key.estimate.partition_bytes, prio)
+        try:
+            if self.on_dispatch is not None:
+                self.on_dispatch("synthesis", actor.node_id, res.held if res else 0)
+            wit, abc, node_ref = actor.handle.synthesize.options(num_returns=3).remote(
+                key.proof_kind, job_id, index, dict(inputs))
+            try:
+                node_id = ray.get(node_ref)
+            except Exception as exc:
+                reason = _lost(exc)
+                if reason is None:
+                    raise _unwrap(exc) from None
+                self._retire_cpu(actor)
+                raise PhaseLost("synthesis", reason, "synthesis",
+                                f"synthesis on {actor.id} lost: {reason}") from exc
+        except BaseException:
+            if res is not None:
+                res.close()
+            raise
+        finally:
+            self._free_cpu(actor)
+        return ClusterSynthesis(node_id, wit, abc, res, key.estimate.abc_bytes,
+                                {"cuzk.node.id": node_id, "cuzk.worker.id": actor.id})
+
+    def gpu_phase(self, key: KeyHandle, synthesis: ClusterSynthesis, device: str) -> GpuResult:
+        ctx = STEP.get()
+        job_id, index, prio = (ctx.job_id, ctx.partition, ctx.priority) if ctx else ("", -1,
+                                                                                     "normal")
+        with self._lock:
+            actor = self._slots.get(device)
+            node = self._nodes.get(actor.node_id) if actor is not None else None
+        if actor is None or node is None:
+            raise PhaseLost("gpu", "worker_lost", "gpu", f"{device} has no live GPU worker")
+        if not self._answers(actor, device, RESTART_WAIT_S):
+            raise PhaseLost("gpu", "worker_lost", "gpu",
+                            f"{actor.id} did not come back within {RESTART_WAIT_S} s")
+        res = None
+        if node.id != synthesis.node_id and key.estimate.partition_bytes:
+            # the witness and a/b/c are pulled into this node's object store for the phase
+            res = node.ledger.reserve(key.estimate.partition_bytes, LEDGER_CONSUMER, prio)
+        try:
+            if self.on_dispatch is not None:
+                self.on_dispatch("gpu", "local" if res is None else node.id,
+                                 res.held if res else 0)
+            with self._lock:
+                ticket = (self._epoch, actor.tickets)
+                actor.tickets += 1
+            ref = actor.handle.gpu_phase.remote(key.proof_kind, job_id, index,
+                                                synthesis.witness, synthesis.abc, ticket)
+            packed, node_id = ray.get(ref)
+        except Exception as exc:
+            reason = _lost(exc)
+            if reason is None:
+                raise _unwrap(exc) from None
+            redo = "gpu" if reason == "worker_lost" else "synthesis"
+            if reason == "worker_lost":
+                with self._lock:
+                    self._suspect.add(actor.id)
+            raise PhaseLost("gpu", reason, redo, f"GPU phase on {actor.id} lost: {reason} "
+                            f"({type(exc).__name__}: {str(exc)[:300]})"
+                            ) from exc
+        finally:
+            if res is not None:
+                res.close()
+        return GpuResult(packed, {"cuzk.node.id": node_id, "cuzk.worker.id": actor.id})
+
+    def release_abc(self, synthesis: ClusterSynthesis) -> None:
+        synthesis.abc = None  # the last reference: Ray frees a/b/c on every node
+        if synthesis.reservation is not None and not synthesis.reservation.closed:
+            synthesis.reservation.release(min(synthesis.abc_bytes, synthesis.reservation.held))
+
+    def finalize(self, key: KeyHandle, synthesis: ClusterSynthesis,
+                 gpu_output: GpuResult) -> ProofResult:
+        actor = self._cpu_on(synthesis.node_id)
+        if actor is None:
+            raise PhaseLost("finalize", "data_lost", "synthesis",
+                            f"node {synthesis.node_id} holding the witness is gone")
+        try:
+            (proof, public), node_id = ray.get(actor.handle.finalize.remote(
+                key.proof_kind, synthesis.witness, gpu_output.packed))
+        except Exception as exc:
+            reason = _lost(exc)
+            if reason is None:
+                raise _unwrap(exc) from None
+            if reason == "worker_lost":
+                self._retire_cpu(actor)
+            raise PhaseLost("finalize", reason, "synthesis",
+                            f"finalize on {actor.id} lost: {reason}") from exc
+        return ClusterProofResult(proof, public, node_id)
+
+    def discard(self, synthesis: Any) -> None:
+        if isinstance(synthesis, ClusterSynthesis):
+            synthesis.witness = synthesis.abc = None
+            if synthesis.reservation is not None:
+                synthesis.reservation.close()
+
+    # ---- reads -------------------------------------------------------------------------------
+
+    def actors(self) -> list[_Actor]:
+        with self._lock:
+            return [a for n in self._nodes.values() for a in n.actors]
+
+    def gpu_actor(self, device: str) -> Any:
+        with self._lock:
+            actor = self._slots.get(device)
+            return None if actor is None else actor.handle
+
+    def ledgers(self) -> dict[str, MemoryBudget]:
+        with self._lock:
+            return {nid: n.ledger for nid, n in self._nodes.items()}
+
+    def nodes(self) -> list[NodeView]:
+        """Every node with its workers as each actor answers now (1 s), and its ledger."""
+        with self._lock:
+            nodes = list(self._nodes.values())
+        asked = [(a, a.handle.snapshot.remote()) for n in nodes for a in n.actors]
+        ray.wait([r for _, r in asked], num_returns=len(asked), timeout=SNAPSHOT_TIMEOUT_S)
+        answers: dict[int, dict] = {}
+        for actor, ref in asked:
+            # no answer in time: unreachable, never idle
+            with contextlib.suppress(GetTimeoutError, RayActorError, RayTaskError):
+                answers[id(actor)] = ray.get(ref, timeout=0)
+        out = []
+        for n in nodes:
+            workers = []
+            for a in n.actors:
+                snap = answers.get(id(a))
+                if snap is None:
+                    workers.append(ClusterWorkerView(a.id, a.kind, "unreachable",
+                                                     metrics_url=a.metrics_url))
+                else:
+                    a.metrics_url = snap["metrics_url"]  # a restarted actor serves a new port
+                    a.metrics_target = a.metrics_url.removeprefix("http://").removesuffix(
+                        "/metrics")
+                    workers.append(ClusterWorkerView(
+                        a.id, a.kind, snap["state"], snap["job_id"], snap["partition"],
+                        snap["partitions_done"], a.metrics_url))
+            out.append(NodeView(n.id, n.role, n.address, tuple(workers), n.ledger.total,
+                                n.ledger.reserved))
+        return out
+
+    def close(self) -> None:
+        self._stopped.set()
+        with self._lock:
+            self._lock.notify_all()
+        self._thread.join(5)

@@ -1,0 +1,62 @@
+"""Connecting the head to a Ray cluster and building the engine over the cluster executor."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+import ray
+from opentelemetry import trace
+
+from cuzk.cluster import NAMESPACE, PREFETCH_DEPTH
+from cuzk.cluster.executor import ClusterExecutor
+from cuzk.cluster.worker import ProverSpec
+from cuzk.engine.engine import Engine
+from cuzk.engine.settings import EngineSettings
+
+
+def connect(address: str) -> None:
+    """Join the cluster at ``address`` (``host:port`` of ``ray start --head``) as its driver."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if not ray.is_initialized():
+        ray.init(address=address, namespace=NAMESPACE, log_to_driver=False)
+
+
+def cluster_engine(
+    settings: EngineSettings,
+    address: str | None,
+    spec: ProverSpec | None = None,
+    local: Any = None,
+    gpu_slots: int | None = None,
+    tracer_provider: trace.TracerProvider | None = None,
+    prefix: str = "",
+) -> Engine:
+    """The ordinary engine (queue, journal, budget) whose steps run on the cluster's actors.
+
+    ``address`` None: Ray is already initialised (tests). ``spec``: the real prover with these
+    settings unless given; ``local``: a prover in the head for input checks and verification
+    keys (the CPU prover unless given).
+    """
+    if address is not None:
+        connect(address)
+    if spec is None:
+        spec = ProverSpec("real", settings)
+    if local is None:
+        if spec.kind == "scripted":
+            local = spec.build()
+        else:
+            from cuzk.engine.real_prover import RealProver
+
+            local = RealProver(dataclasses.replace(settings, backend="cpu"))
+    executor = ClusterExecutor(spec, local, gpu_slots, prefix=prefix)
+    head = dataclasses.replace(
+        settings, gpu_workers_per_device=PREFETCH_DEPTH,
+        # one thread per CPU worker placed now, or more when configured: nodes that join
+        # later add workers, and a thread waits for a free one (the executor's dispatch)
+        synthesis_threads=max(settings.synthesis_threads, executor.cpu_slots(), 1))
+    try:
+        return Engine(head, executor, tracer_provider=tracer_provider)
+    except BaseException:
+        executor.close()
+        raise

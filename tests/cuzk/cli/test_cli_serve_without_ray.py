@@ -1,0 +1,64 @@
+"""Acceptance check 1: the single-process server never imports Ray, and ``cuzk[cluster]`` pins
+it exactly."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+
+# Runs the real `cuzk serve` path in a fresh interpreter up to the point where uvicorn would
+# start serving (replaced by a function that prints the loaded modules and returns).
+CODE = """
+import json, sys
+import cuzk.cli.serve as serve
+def run(self):
+    print("MODULES " + json.dumps(sorted(sys.modules)), flush=True)
+serve._Server.run = run
+from cuzk.cli.main import main
+code = main(["serve", *sys.argv[1:]])
+print("EXIT", code, flush=True)
+"""
+
+
+def _serve(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CUZK_JOURNAL_ENABLED": "false", "CUZK_ENGINE_BACKEND": "cpu",
+           "CUZK_TELEMETRY_TRACING": "false", "XDG_STATE_HOME": str(tmp_path),
+           "PYTHONPATH": str(ROOT)}
+    env.pop("CUZK_CLUSTER_ADDRESS", None)
+    return subprocess.run([sys.executable, "-c", CODE, *args], capture_output=True, text=True,
+                          timeout=180, env=env, cwd=ROOT)
+
+
+def test_serve_without_cluster_never_imports_ray(tmp_path: Path) -> None:
+    out = _serve(tmp_path, "--listen", "127.0.0.1:0")
+    line = next((x for x in out.stdout.splitlines() if x.startswith("MODULES ")), None)
+    assert line is not None, out.stdout[-2000:] + out.stderr[-3000:]
+    loaded = json.loads(line.removeprefix("MODULES "))
+    assert "cuzk.engine.engine" in loaded and "cuzk.api.app" in loaded  # it did get that far
+    assert not [m for m in loaded if m == "ray" or m.startswith(("ray.", "cuzk.cluster"))]
+    assert "EXIT 0" in out.stdout
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is not None,
+                    reason="Ray is installed here: this checks the message when it is not")
+def test_serve_with_cluster_but_no_ray_says_what_to_install(tmp_path: Path) -> None:
+    out = _serve(tmp_path, "--listen", "127.0.0.1:0", "--cluster", "127.0.0.1:6379")
+    assert "EXIT 2" in out.stdout, out.stdout[-2000:] + out.stderr[-3000:]
+    assert "pip install 'cuzk[cluster]'" in out.stderr
+
+
+def test_cluster_extra_pins_ray_exactly() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["optional-dependencies"]["cluster"] == ["ray[default]==2.60.0"]
+    assert "ray" not in json.dumps(project["dependencies"])
+    make = (ROOT / "Makefile").read_text()
+    assert "cluster" in make.split("pip install --quiet -e", 1)[1].splitlines()[0]
