@@ -353,7 +353,10 @@ NODE_COLUMNS: list[Column[NodeRow]] = [
 
 def _nodes(f: Frame) -> RenderableType:
     nodes = f.snapshot.get("nodes") or []
-    rows = [NodeRow(n, w) for n in nodes for w in ([*n["workers"]] or [None])]
+    rows: list[NodeRow] = []
+    for n in nodes:
+        workers: list[ClusterWorkerInfo | None] = [*n["workers"]] or [None]
+        rows += [NodeRow(n, w) for w in workers]
     return Group(*fit("Cluster nodes", NODE_COLUMNS, rows, f.width)) if rows else Group()
 
 

@@ -39,7 +39,7 @@ class GpuWorkerActor:
         node_id, ip = _node()
         settings = spec.settings
         if spec.kind == "real" and (settings is None or settings.backend != "cpu"):
-            from cuzk.engine.real_prover import cuda_device_count
+            from cuzk.prover.real_prover import cuda_device_count
 
             if cuda_device_count() == 0:
                 raise CuzkError(

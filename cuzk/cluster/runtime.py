@@ -46,7 +46,7 @@ def cluster_engine(
         if spec.kind == "scripted":
             local = spec.build()
         else:
-            from cuzk.engine.real_prover import RealProver
+            from cuzk.prover.real_prover import RealProver
 
             local = RealProver(dataclasses.replace(settings, backend="cpu"))
     executor = ClusterExecutor(spec, local, gpu_slots, prefix=prefix)

@@ -27,7 +27,7 @@ from cuzk.engine.settings import EngineSettings
 
 @dataclass(frozen=True)
 class ProverSpec:
-    """How a worker actor builds its prover: ``real`` (``cuzk.engine.real_prover`` with the
+    """How a worker actor builds its prover: ``real`` (``cuzk.prover.real_prover`` with the
     head's engine settings) or ``scripted`` (``cuzk.testing.ScriptedProver``, for tests and the
     cluster bench), with ``scripted_delays`` (step -> seconds)."""
 
@@ -45,7 +45,7 @@ class ProverSpec:
             for step, seconds in self.scripted_delays.items():
                 prover.delay(step, seconds)
             return prover
-        from cuzk.engine.real_prover import RealProver
+        from cuzk.prover.real_prover import RealProver
 
         real: Any = RealProver(self.settings or EngineSettings())  # a ProverBackend
         return real

@@ -4,6 +4,7 @@ the native extension is not built."""
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -50,14 +51,21 @@ class CpuBackend:
         w = witness
         wc = w[key.sizes.n_public + 1 :]
         try:
-            pool.add(Task("B2", G2_COST * key.msm_points("B2"),
-                          lambda t: key.msm_b2(w, t)))
+            def b2(threads: int) -> Any:
+                return key.msm_b2(w, threads)
+
+            pool.add(Task("B2", G2_COST * key.msm_points("B2"), b2))
             for name, scalars in (("C", wc), ("A", w), ("B1", w)):
                 pool.add(Task(name, float(key.msm_points(name)),
-                              lambda t, n=name, s=scalars: key.msm_g1(n, s, t)))
+                              functools.partial(_msm_g1, key, name, scalars)))
             h = self.h_evaluations(key, a, b, c)
             pool.add(Task("H", float(key.msm_points("H")), lambda t: key.msm_g1("H", h, t)),
                      last=True)
         finally:
             results = pool.join()
         return results
+
+
+def _msm_g1(key: Any, name: str, scalars: Any, threads: int) -> Any:
+    """One G1 MSM of the key's ``name`` section, a task of the longest-first pool."""
+    return key.msm_g1(name, scalars, threads)

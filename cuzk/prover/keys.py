@@ -13,8 +13,10 @@ loaded key object by object against it.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point
@@ -29,7 +31,7 @@ from cuzk.prover.points import g1_from_mont_array, g2_from_mont_array
 from cuzk.prover.verify import VerificationKey
 
 
-def _points_bytes(points: np.ndarray | list) -> int:
+def _points_bytes(points: np.ndarray | Sequence[Any]) -> int:
     """The container's own memory plus one (fixed-size) object per distinct point."""
     own = points.nbytes if isinstance(points, np.ndarray) else sys.getsizeof(points)
     if len(points) == 0:
@@ -126,7 +128,7 @@ class PointSection:
 
     @classmethod
     def from_mont(cls, curve: Curve, arr: np.ndarray, convert, where: KeyPlace) -> PointSection:
-        present = arr.reshape(arr.shape[0], -1).any(axis=1)
+        present = np.asarray(arr.reshape(arr.shape[0], -1).any(axis=1))
         if native_msm.available():
             bad = native_msm.first_bad_point(arr)
             if bad >= 0:

@@ -13,13 +13,17 @@ py_arkworks_bls12381's multiexp.
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point
 
 from cuzk.config import FIELD_ARITH
 
+_msm: Any
 try:
-    from cuzk.prover._native import _msm
+    _msm = importlib.import_module("cuzk.prover._native._msm")
 except ImportError:  # built at install; absent only where no C compiler was found
     _msm = None
 

@@ -156,9 +156,8 @@ def test_arith_path_follows_the_setting():
 
 
 def test_the_config_key_reaches_the_prover_and_its_status(monkeypatch: pytest.MonkeyPatch):
-    from cuzk.engine.real_prover import RealProver
-
     from cuzk.config import load_config
+    from cuzk.prover.real_prover import RealProver
 
     monkeypatch.setenv("CUZK_PROVER_FIELD_ARITH", "portable")
     settings = load_config(None, check_files=False).engine_settings()
