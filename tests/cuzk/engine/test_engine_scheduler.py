@@ -137,6 +137,7 @@ def test_wait_times_out_on_unfinished_job(engine_parts):
     engine, prover, _ = engine_parts
     gate = prover.hold("gpu", "slow")
     job = engine.submit("small", [{"tag": "slow"}])
+    assert gate.wait_entered()  # on a GPU worker: running, not just queued (a loaded machine)
     assert engine.wait(job.id, 0.05).state == "running"
     gate.release()
     assert engine.wait(job.id, 5).state == "succeeded"
