@@ -23,7 +23,7 @@ $(BIN)/.installed: pyproject.toml constraints.txt
 	touch $@ $(BIN)/.runtime
 
 # The native MSM extension (cuzk/prover/_native), rebuilt in place when its sources change
-# (pip install -e builds it too; this catches an existing venv and edited C sources).
+# (an editable install builds it too; this catches an existing venv and edited C sources).
 NATIVE := cuzk/prover/_native/.built
 $(NATIVE): $(BIN)/.runtime setup.py $(wildcard cuzk/prover/_native/*.c cuzk/prover/_native/*.h)
 	$(BIN)/python setup.py -q build_ext --inplace
