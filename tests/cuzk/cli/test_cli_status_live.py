@@ -59,7 +59,8 @@ def _wait_for(
 
 def test_live_view_pages_in_an_80x24_terminal(busy_server: tuple[str, dict]) -> None:
     tmux = require_tool("tmux", hint="apt-get install tmux")
-    url, _ = busy_server
+    url, snapshot = busy_server
+    ids = [j["id"] for j in snapshot["jobs"]]  # in the table's order: the oldest job last
     sock = f"cuzk-test-{uuid.uuid4().hex[:8]}"
     base = [tmux, "-L", sock, "-f", "/dev/null"]
     cmd = (f"env PYTHONPATH={ROOT} {sys.executable} -m cuzk.cli.main status"
@@ -82,9 +83,15 @@ def test_live_view_pages_in_an_80x24_terminal(busy_server: tuple[str, dict]) -> 
         assert len(lines) <= 24 and "more below" in lines[-1], top
         assert "Jobs (" not in top  # below the fold, and the footer says so
         keys("End")
-        bottom = _wait_for(screen, lambda s: "Jobs (0 active, 12 finished)" in s, "the jobs")
-        assert "more below" not in bottom and "above" in bottom
-        assert bottom.count("succeeded") >= 12, bottom  # every job row reached
+        bottom = _wait_for(screen, lambda s: ids[-1] in s and "more below" not in s,
+                           "the last job row")
+        assert "above" in bottom
+        # At 80 columns each job row has its proof kind on a detail line, so twelve jobs are
+        # taller than one page: their section starts a page up, and every row is reached.
+        keys("PageUp")
+        title = _wait_for(screen, lambda s: "Jobs (0 active, 12 finished)" in s, "the jobs")
+        assert "more below" in title and "above" in title
+        assert all(i in bottom or i in title for i in ids), (bottom, title)
         keys("Home")
         _wait_for(screen, lambda s: "GPU workers" in s and "more below" in s, "top again")
         keys("PageDown")
@@ -114,9 +121,20 @@ def test_pager_window_at_a_fixed_size(busy_server: tuple[str, dict]) -> None:
     for key in read_keys("\x1b[F"):  # End
         pager.press(key)
     last = shown()
-    assert any(line.startswith("Jobs (") for line in last) and "more below" not in last[-1]
+    assert "more below" not in last[-1] and "above" in last[-1], last
     assert f"lines {total - 22}-{total} of {total}" in last[-1]
     pager.press("k")
     assert f"lines {total - 23}-{total - 1} of {total}" in shown()[-1]
+    # Twelve jobs, each with its proof kind on a detail line at 80 columns, are taller than
+    # one page: every job row and the section's title are reached by paging up from the end.
+    seen = {line.split()[0] for line in last if line.split()}
+    for key in read_keys("\x1b[5~" * (total // 23 + 1)):  # PgUp, until the section's title
+        if any(line.startswith("Jobs (") for line in shown()):
+            break
+        pager.press(key)
+        seen |= {line.split()[0] for line in shown() if line.split()}
+    page = shown()
+    assert any(line.startswith("Jobs (") for line in page) and "more below" in page[-1], page
+    assert {j["id"] for j in snapshot["jobs"]} <= seen
     assert read_keys("\x1b[5~j\x1b[Bq") == ["pgup", "j", "down", "q"]
     assert pager.press("q") is False
