@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[3]
 CODE = """
 import json, sys
 import cuzk.cli.serve as serve
-def run(self):
+def run(self, *args, **kwargs):  # serve binds the port itself and passes sockets=[...]
     print("MODULES " + json.dumps(sorted(sys.modules)), flush=True)
 serve._Server.run = run
 from cuzk.cli.main import main
@@ -60,5 +60,10 @@ def test_cluster_extra_pins_ray_exactly() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["optional-dependencies"]["cluster"] == ["ray[default]==2.60.0"]
     assert "ray" not in json.dumps(project["dependencies"])
+    # `make test` installs the cluster extra (under the constraints file, which pins Ray the same)
     make = (ROOT / "Makefile").read_text()
-    assert "cluster" in make.split("pip install --quiet -e", 1)[1].splitlines()[0]
+    installs = [line for line in make.splitlines() if "pip install" in line and "-e '.[" in line]
+    assert installs and all("cluster" in line for line in installs), installs
+    constraints = (ROOT / "constraints.txt").read_text().lower().splitlines()
+    pins = [line.split("#", 1)[0].strip() for line in constraints if line.startswith("ray")]
+    assert all(pin in ("ray==2.60.0", "ray[default]==2.60.0") for pin in pins), pins
