@@ -11,7 +11,7 @@ import weakref
 from types import SimpleNamespace
 
 import numpy as np
-from py_arkworks_bls12381 import G1Point, Scalar
+from py_arkworks_bls12381 import G1Point, G2Point, Scalar
 
 from cuzk.curves import BLS12_381
 from kernels.gpu.g1 import g1_to_affine_mont
@@ -144,7 +144,8 @@ def install(monkeypatch) -> tuple[object, Pool]:
 
 def groth16_key(n_vars: int, n_public: int, log_n: int, seed: int | None = None):
     """A key shaped like a zkey's G1 sections, with most A and some B1 points at infinity; it
-    also answers what the CPU backend asks (``msm_g1``, ``sizes.log_domain``)."""
+    also answers what the CPU backend asks, as ``ProvingKey`` does (``msm_g1``, ``msm_b2`` over a
+    G2 B section with some points at infinity, ``msm_points``, ``sizes.log_domain``)."""
     from cuzk.prover.msm import msm
 
     rng = random.Random(n_vars if seed is None else seed)
@@ -158,13 +159,19 @@ def groth16_key(n_vars: int, n_public: int, log_n: int, seed: int | None = None)
     h_pts = pts[n_vars:]
     group = {"A": a_pts, "B1": b_pts, "C": c_pts, "H": h_pts}
     sections = {s: g1_to_affine_mont(p) for s, p in group.items()}
-    objs = {}
-    for s, p in group.items():
+    g2 = [G2Point() * Scalar(rng.randrange(1, R)) for _ in range(min(n_vars, 8))]
+    b2_ident = G2Point.identity()
+    b2_pts = [b2_ident if i % 4 == 1 else g2[i % len(g2)] for i in range(n_vars)]
+    objs, present = {}, {}
+    for s, p, ident_s in [*((s, p, ident) for s, p in group.items()), ("B2", b2_pts, b2_ident)]:
         objs[s] = np.empty(len(p), dtype=object)
         objs[s][:] = p
+        present[s] = np.array([q != ident_s for q in p], dtype=bool)
     key = SimpleNamespace(
         path="g.zkey",
         sizes=SimpleNamespace(domain_size=n, n_vars=n_vars, n_public=n_public, log_domain=log_n),
         g1_section_array=lambda s: sections[s],
-        msm_g1=lambda s, sc: msm(objs[s], sc, G1Point.identity()))
+        msm_g1=lambda s, sc, threads=1: msm(objs[s], sc, G1Point.identity(), present[s]),
+        msm_b2=lambda sc, threads=1: msm(objs["B2"], sc, G2Point.identity(), present["B2"]),
+        msm_points=lambda s: int(present[s].sum()))
     return key, group
