@@ -4,7 +4,7 @@ Two `cuzk serve` engines (CPU backend) in one scrape job, and Prometheus scrapin
 itself every second with the shipped rule files, time-compressed as in test_deploy_e2e.py
 (every duration divided by 30: a 10-minute window is 20 s):
 
-- ``starved``: a 14 MiB memory budget (one window-post key and one partition fit, not two
+- ``starved``: a 15 MiB memory budget (one window-post key and one partition fit, not two
   kinds' keys with their partitions) and a backlog of both kinds kept in flight: the synthesis
   threads wait for memory while the GPU workers have capacity to spare. CuzkMemoryPressure
   must fire for it (the shipped rule before issue 21 divided the wait by all partition time,
@@ -46,7 +46,7 @@ from tests.deploy.test_deploy_e2e import (
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 KINDS = ("winning-post", "window-post")
-STARVED_BUDGET = "14MiB"
+STARVED_BUDGET = "15MiB"
 PRESSURE = "CuzkMemoryPressure"
 FIRE_BOUND_S = 240  # 20 s window + 20 s for:, with room for a loaded 2-core machine
 STARVED_IN_FLIGHT = 30  # the deep backlog of issue 21: it diluted the old share rule
@@ -73,6 +73,10 @@ class Engines:
         env.update({"CUZK_ENGINE_BACKEND": "cpu", "CUZK_SERVER_LISTEN": inst,
                     "CUZK_ENGINE_KEYS_DIR": str(self.keys), "OTEL_TRACES_EXPORTER": "none",
                     "CUZK_JOURNAL_PATH": str(d / "journal.sqlite3"), "PYTHONPATH": str(ROOT),
+                    # No default deadlines: the backlog is starved on purpose and its jobs
+                    # must wait, not be cut or refused (deadlines have their own tests).
+                    "CUZK_PROOF_KINDS_WINNING_POST_DEADLINE": "",
+                    "CUZK_PROOF_KINDS_WINDOW_POST_DEADLINE": "",
                     **extra})
         proc = _Proc([sys.executable, "-m", "cuzk.cli.main", "serve"], d / "cuzk.log", env)
         self.procs.append(proc)
