@@ -46,6 +46,9 @@ def _env(tmp_path: Path) -> dict[str, str]:
         tmp_path / "journal.sqlite3", KEYS_DIR,
         CUZK_PROOF_KINDS_WINDOW_POST_PARTITIONS=str(WINDOW_PARTITIONS),
         CUZK_ENGINE_SYNTHESIS_THREADS="2", CUZK_ENGINE_FINALIZER_THREADS="2",
+        # No default deadlines: a job recovered after a kill must finish, not be cut at its
+        # deadline (deadline policy has its own tests).
+        CUZK_PROOF_KINDS_WINNING_POST_DEADLINE="", CUZK_PROOF_KINDS_WINDOW_POST_DEADLINE="",
     )  # fmt: skip
 
 
