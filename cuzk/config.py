@@ -309,7 +309,8 @@ class ProofKindConfig:
     )
     enabled: bool = setting(True, "false drops the kind (for example a bundled one).", boolean)
     zkey: Path | None = setting(
-        "", 'Proving key; "" = generated into keys_dir on first use.', optional_path
+        "", 'Proving key; "" = generated into keys_dir on first use (at start when '
+        'deadline_admission is "reject").', optional_path
     )
     sample_input: Path | None = setting(
         "", "Example input for one partition (what `cuzk submit` sends without --input).",

@@ -86,6 +86,9 @@ def _env(args: argparse.Namespace, journal: Path | None) -> dict[str, str]:
     env = serve_env(
         journal, keys_dir(args),
         CUZK_PROOF_KINDS_WINDOW_POST_PARTITIONS=str(args.window_partitions),
+        # What is measured is loss across kill -9, not deadlines: a winning-post's 20 s
+        # default (cancel on miss) would end jobs a restart delayed as deadline_exceeded.
+        CUZK_PROOF_KINDS_WINNING_POST_DEADLINE="",
     )  # fmt: skip
     env["CUZK_ENGINE_BACKEND"] = args.backend
     return env

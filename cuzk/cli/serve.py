@@ -115,8 +115,9 @@ class BrokenKey(Exception):
 def check_configured_keys(engine: Any, config: Config) -> None:
     """Load every configured zkey now and check it against its circuit (curve, sizes, every
     point, the coefficients); it stays resident. A broken key stops the server before it
-    accepts jobs it could never prove. Development keys (no zkey configured) are checked when
-    first loaded; their circuit's header (its curve: a bn128 build is refused) is read now."""
+    accepts jobs it could never prove. Development keys (no zkey configured) are made and
+    checked when first used, except for a kind that rejects deadlines it cannot meet (made and
+    loaded now); their circuit's header (its curve: a bn128 build is refused) is read now."""
     from cuzk.errors import CuzkError
 
     development = [name for name, kind in config.proof_kinds.items() if kind.zkey is None]
@@ -136,14 +137,27 @@ def check_configured_keys(engine: Any, config: Config) -> None:
                     read_r1cs(kind.r1cs, load_constraints=False)
                 except CuzkError as e:
                     raise BrokenKey(f"proof kind {name}: {e}") from None
-            continue
-        log.info("checking the proving key of %s: %s", name, kind.zkey)
+            if not key_needed_at_start(kind):
+                continue
+            log.info(
+                "making the proving key of %s resident now: a deadline admitted with"
+                " deadline_admission = reject leaves no time to make or load it on first use",
+                name,
+            )
+        else:
+            log.info("checking the proving key of %s: %s", name, kind.zkey)
         try:
             engine.preload(name)
         except CuzkError as e:
             text = str(e)
             prefix = f"proof kind {name}: "
             raise BrokenKey(text if text.startswith(prefix) else prefix + text) from None
+
+
+def key_needed_at_start(kind: Any) -> bool:
+    """A kind whose deadlines are promised at admission (``reject``) cannot pay for making or
+    loading its key inside the first job's deadline, so its key is resident before serving."""
+    return kind.deadline is not None and kind.deadline_admission == "reject"
 
 
 BACKLOG = 2048
