@@ -25,6 +25,18 @@ class CpuBackend:
     def __init__(self, workers: int | None = None) -> None:
         self.workers = workers or cores()
 
+    def warm_up(self) -> None:
+        """Run every CPU kernel a proof runs (A, B, C on the domain, the coset NTTs, the H
+        join) on a two-constraint system, so numba compiles them (or loads its cache) at start:
+        on a fresh volume that is tens of seconds a first job's deadline cannot pay."""
+        log_n = 2
+        witness = np.zeros((2, 8), np.uint32)
+        witness[0, 0] = 1
+        index = np.arange(2, dtype=np.uint32)
+        a, b, c = qap.build_abc(index, index, index, np.zeros((2, 8), np.uint32), witness,
+                                1 << log_n)
+        qap.h_evaluations(a, b, c, log_n)
+
     def upload_key(self, key: ProvingKey) -> int:
         return 0
 

@@ -85,6 +85,8 @@ class RealProver:
             raise RuntimeError("backend 'cuda' requested but no CUDA device is usable")
         self._backends: dict[str, Any] = {}
         self._lanes: dict[str, LanePool] = {}
+        from cuzk.prover.cpu_backend import CpuBackend
+
         if count:
             from cuzk.prover.cuda_backend import CudaBackend
 
@@ -97,10 +99,10 @@ class RealProver:
                     [device.lane() for _ in range(settings.gpu_workers_per_device)])
             self.name = "cuda"
         else:
-            from cuzk.prover.cpu_backend import CpuBackend
-
             self._backends["cpu"] = CpuBackend()
             self.name = "cpu"
+        # Synthesis runs CPU kernels on every backend: compiled now, not in the first job.
+        CpuBackend().warm_up()
         from cuzk.prover import native_msm
 
         native_msm.configure(settings.field_arith)
