@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from cuzk.cluster.actor_tracing import ActorTracer
 from cuzk.engine.backend import KeyHandle, PartitionMemory, ProverBackend
 from cuzk.engine.settings import EngineSettings
 
@@ -193,6 +194,7 @@ class WorkerState:
         self.leases = LeaseBook()
         self.keys: dict[str, KeyHandle] = {}
         self.key_loads = 0
+        self.tracer = ActorTracer(worker_id, role, node_id)  # OTEL_* from the head
         self._keys_lock = threading.Lock()
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(_ActorCollector(self))
