@@ -199,8 +199,15 @@ class WorkerState:
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(_ActorCollector(self))
         server, _thread = start_http_server(0, addr=node_ip, registry=self.registry)
+        self._metrics_server = server
         self.metrics_url = f"http://{node_ip}:{server.server_port}/metrics"
         self.metrics_target = f"{node_ip}:{server.server_port}"
+
+    def close(self) -> None:
+        """Stop serving /metrics (an actor process just exits; tests that build one call
+        this)."""
+        self._metrics_server.shutdown()
+        self._metrics_server.server_close()
 
     def key(self, proof_kind: str) -> KeyHandle:
         """The resident key, loaded on first use (kept for the life of the process)."""
