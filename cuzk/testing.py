@@ -82,6 +82,7 @@ class ScriptedProver:
         self.devices = list(devices)
         self.name = name
         self.field_arith = "n/a"  # scripted steps do no field arithmetic
+        self.remote_step_spans = False  # the engine records the step spans
         self._device_memory = device_memory
         self._lock = threading.Lock()
         self._gates: list[Gate] = []

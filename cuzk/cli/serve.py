@@ -85,7 +85,8 @@ class ClusterUnavailable(Exception):
     """``--cluster`` given but Ray is missing or the cluster cannot be reached."""
 
 
-def _cluster_engine(config: Config, settings: Any, provider: Any) -> tuple[Any, Any]:
+def _cluster_engine(config: Config, settings: Any, provider: Any,
+                    otel_env: Mapping[str, str]) -> tuple[Any, Any]:
     """The engine over the Ray cluster at ``cluster.address``, and its file_sd writer. Ray is
     imported here and nowhere on the single-process path."""
     try:
@@ -98,7 +99,7 @@ def _cluster_engine(config: Config, settings: Any, provider: Any) -> tuple[Any, 
     log.info("cluster: connecting to the Ray cluster at %s", address)
     try:
         engine = cluster_engine(settings, address, gpu_slots=config.cluster.gpu_slots or None,
-                                tracer_provider=provider)
+                                tracer_provider=provider, otel_env=otel_env)
     except ConnectionError as e:
         raise ClusterUnavailable(f"cannot reach the Ray cluster at {address}: {e}") from None
     head = (f"{config.server.host}:{config.server.port}", "head")
@@ -261,7 +262,7 @@ def serve(config: Config) -> int:
     sd_writer = None
     try:
         if config.cluster.address:
-            engine, sd_writer = _cluster_engine(config, settings, provider)
+            engine, sd_writer = _cluster_engine(config, settings, provider, otel_env)
         else:
             engine = Engine(settings, RealProver(settings), tracer_provider=provider)
     except JournalError as e:

@@ -14,6 +14,7 @@ from typing import Any
 import ray
 
 from cuzk.cluster import PREFETCH_DEPTH
+from cuzk.cluster.actor_tracing import carrier_of, step_attributes
 from cuzk.cluster.worker import (
     DispatchOrder,
     ProverSpec,
@@ -71,12 +72,17 @@ class GpuWorkerActor:
 
     @ray.method(concurrency_group="gpu")
     def gpu_phase(self, proof_kind: str, job_id: str, partition: int, witness: Any,
-                  abc: Any, ticket: tuple[str, int]) -> tuple[Any, str]:
+                  abc: Any, ticket: tuple[str, int], carrier: Mapping[str, str]
+                  ) -> tuple[Any, str, dict[str, str]]:
+        """The GPU phase inside a lease and, within it, its ``cuzk.gpu`` span (so the busy
+        gauge reads 1 whenever the span is open); returns the span's carrier for finalize."""
         st = self.state
         key = st.key(proof_kind)
-        with self.order.turn(ticket), st.leases.lease(job_id, partition):
+        attrs = step_attributes(proof_kind, job_id, partition) | {"cuzk.device": st.device}
+        with self.order.turn(ticket), st.leases.lease(job_id, partition), \
+                st.tracer.step("cuzk.gpu", carrier, attrs) as span:
             out = st.prover.gpu_phase(key, join_synthesis(witness, abc), st.device)
-        return pack_points(out), st.node_id
+        return pack_points(out), st.node_id, carrier_of(span)
 
     # ---- scripted prover controls (tests and the bench) --------------------------------------
 
@@ -129,19 +135,26 @@ class CpuWorkerActor:
 
     @ray.method(concurrency_group="work")
     def synthesize(self, proof_kind: str, job_id: str, partition: int,
-                   inputs: Mapping[str, Any]) -> tuple[Any, Any, str]:
+                   inputs: Mapping[str, Any], carrier: Mapping[str, str]
+                   ) -> tuple[Any, Any, str]:
         st = self.state
         key = st.key(proof_kind)
-        with st.leases.lease(job_id, partition):
+        with st.leases.lease(job_id, partition), st.tracer.step(
+                "cuzk.synthesis", carrier, step_attributes(proof_kind, job_id, partition)):
             synthesis = st.prover.synthesize(key, inputs)
         witness, abc = split_synthesis(synthesis)
         return witness, abc, st.node_id
 
     @ray.method(concurrency_group="finalize")
-    def finalize(self, proof_kind: str, witness: Any, gpu_output: Any) -> tuple[Any, str]:
+    def finalize(self, proof_kind: str, job_id: str, partition: int, witness: Any,
+                 gpu_output: Any, carrier: Mapping[str, str], gpu_carrier: Mapping[str, str]
+                 ) -> tuple[Any, str]:
+        """``cuzk.finalize`` is linked to the partition's ``cuzk.gpu`` span, as in one process."""
         st = self.state
         key = st.key(proof_kind)
-        result = st.prover.finalize(key, witness, unpack_points(gpu_output))
+        with st.tracer.step("cuzk.finalize", carrier,
+                            step_attributes(proof_kind, job_id, partition), link=gpu_carrier):
+            result = st.prover.finalize(key, witness, unpack_points(gpu_output))
         return (result.proof, list(result.public)), st.node_id
 
     @ray.method(concurrency_group="control")

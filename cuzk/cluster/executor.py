@@ -106,21 +106,14 @@ class ClusterSynthesis:
     abc: Any
     reservation: Reservation | None
     abc_bytes: int
-    span_attributes: dict[str, str]
 
 
 @dataclass
 class GpuResult:
+    """The GPU phase's points, and the W3C carrier of its ``cuzk.gpu`` span (finalize's link)."""
+
     packed: Any
-    span_attributes: dict[str, str]
-
-
-class ClusterProofResult(ProofResult):
-    """A proof plus the node that finalized it (for the ``cuzk.finalize`` span)."""
-
-    def __init__(self, proof: dict, public: list[str], node_id: str) -> None:
-        super().__init__(proof, public)
-        object.__setattr__(self, "span_attributes", {"cuzk.node.id": node_id})
+    carrier: dict[str, str]
 
 
 WORKER_LOST = (RayActorError, ActorUnschedulableError, NodeDiedError, WorkerCrashedError,
@@ -141,6 +134,13 @@ def _lost(exc: BaseException) -> str | None:
     return None
 
 
+def _carrier() -> dict[str, str]:
+    """The W3C carrier of the partition span the engine runs this step for: the actor's step
+    span is its child (the engine records no step span of its own: ``remote_step_spans``)."""
+    ctx = STEP.get()
+    return {"traceparent": ctx.traceparent} if ctx and ctx.traceparent else {}
+
+
 def _unwrap(exc: BaseException) -> BaseException:
     """A step's own exception (a WitnessError, a ProofError) as the in-process engine sees it."""
     if isinstance(exc, RayTaskError) and isinstance(exc.cause, BaseException):
@@ -158,10 +158,14 @@ class ClusterExecutor:
 
     name = "cluster"
     field_arith = "n/a"  # the CPU MSMs run in the worker actors, each reporting its own
+    remote_step_spans = True  # each actor records its step's span (cuzk.cluster.actor_tracing)
 
     def __init__(self, spec: ProverSpec, local: ProverBackend, gpu_slots: int | None = None,
-                 poll_s: float = 1.0, prefix: str = "") -> None:
+                 poll_s: float = 1.0, prefix: str = "",
+                 actor_env: Mapping[str, str] | None = None) -> None:
         self.spec = spec
+        # the head's OTEL_* variables, set in every actor process (actor_tracing.actor_env)
+        self._runtime_env = {"env_vars": dict(actor_env)} if actor_env else None
         self.local = local
         self.poll_s = poll_s
         self.prefix = prefix  # names of detached actors: several heads on one cluster (tests)
@@ -227,11 +231,12 @@ class ClusterExecutor:
             except ValueError:
                 handle = gpu_cls.options(
                     name=name, namespace=NAMESPACE, lifetime="detached",
-                    scheduling_strategy=pin).remote(name, self.spec)
+                    scheduling_strategy=pin, runtime_env=self._runtime_env).remote(name, self.spec)
             pending.append(_Actor(name, "gpu", nid, handle))
         for i in range(node.cpus):
             name = f"{self.prefix}cpu-{short(nid)}-{i}"
-            handle = cpu_cls.options(scheduling_strategy=pin).remote(name, self.spec)
+            handle = cpu_cls.options(scheduling_strategy=pin, runtime_env=self._runtime_env
+                                     ).remote(name, self.spec)
             pending.append(_Actor(name, "cpu", nid, handle))
         for actor in pending:
             try:
@@ -423,7 +428,7 @@ class ClusterExecutor:
         for node in short_of:
             name = f"{self.prefix}cpu-{short(node.id)}-{uuid.uuid4().hex[:6]}"
             handle = cpu_cls.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
-                node.id, soft=False)).remote(name, self.spec)
+                node.id, soft=False), runtime_env=self._runtime_env).remote(name, self.spec)
             self._placing[node.id] = (_Actor(name, "cpu", node.id, handle),
                                       handle.ready.remote())
 
@@ -486,7 +491,7 @@ class ClusterExecutor:
             if self.on_dispatch is not None:
                 self.on_dispatch("synthesis", actor.node_id, res.held if res else 0)
             wit, abc, node_ref = actor.handle.synthesize.options(num_returns=3).remote(
-                key.proof_kind, job_id, index, dict(inputs))
+                key.proof_kind, job_id, index, dict(inputs), _carrier())
             try:
                 node_id = ray.get(node_ref)
             except Exception as exc:
@@ -502,8 +507,7 @@ class ClusterExecutor:
             raise
         finally:
             self._free_cpu(actor)
-        return ClusterSynthesis(node_id, wit, abc, res, key.estimate.abc_bytes,
-                                {"cuzk.node.id": node_id, "cuzk.worker.id": actor.id})
+        return ClusterSynthesis(node_id, wit, abc, res, key.estimate.abc_bytes)
 
     def gpu_phase(self, key: KeyHandle, synthesis: ClusterSynthesis, device: str) -> GpuResult:
         ctx = STEP.get()
@@ -529,8 +533,9 @@ class ClusterExecutor:
                 ticket = (self._epoch, actor.tickets)
                 actor.tickets += 1
             ref = actor.handle.gpu_phase.remote(key.proof_kind, job_id, index,
-                                                synthesis.witness, synthesis.abc, ticket)
-            packed, node_id = ray.get(ref)
+                                                synthesis.witness, synthesis.abc, ticket,
+                                                _carrier())
+            packed, _node_id, gpu_carrier = ray.get(ref)
         except Exception as exc:
             reason = _lost(exc)
             if reason is None:
@@ -545,7 +550,7 @@ class ClusterExecutor:
         finally:
             if res is not None:
                 res.close()
-        return GpuResult(packed, {"cuzk.node.id": node_id, "cuzk.worker.id": actor.id})
+        return GpuResult(packed, gpu_carrier)
 
     def release_abc(self, synthesis: ClusterSynthesis) -> None:
         synthesis.abc = None  # the last reference: Ray frees a/b/c on every node
@@ -558,9 +563,12 @@ class ClusterExecutor:
         if actor is None:
             raise PhaseLost("finalize", "data_lost", "synthesis",
                             f"node {synthesis.node_id} holding the witness is gone")
+        ctx = STEP.get()
+        job_id, index = (ctx.job_id, ctx.partition) if ctx else ("", -1)
         try:
-            (proof, public), node_id = ray.get(actor.handle.finalize.remote(
-                key.proof_kind, synthesis.witness, gpu_output.packed))
+            (proof, public), _node_id = ray.get(actor.handle.finalize.remote(
+                key.proof_kind, job_id, index, synthesis.witness, gpu_output.packed, _carrier(),
+                gpu_output.carrier))
         except Exception as exc:
             reason = _lost(exc)
             if reason is None:
@@ -569,7 +577,7 @@ class ClusterExecutor:
                 self._retire_cpu(actor)
             raise PhaseLost("finalize", reason, "synthesis",
                             f"finalize on {actor.id} lost: {reason}") from exc
-        return ClusterProofResult(proof, public, node_id)
+        return ProofResult(proof, public)
 
     def discard(self, synthesis: Any) -> None:
         if isinstance(synthesis, ClusterSynthesis):

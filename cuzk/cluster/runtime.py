@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import ray
 from opentelemetry import trace
 
 from cuzk.cluster import NAMESPACE, PREFETCH_DEPTH
+from cuzk.cluster.actor_tracing import actor_env
 from cuzk.cluster.executor import ClusterExecutor
 from cuzk.cluster.worker import ProverSpec
 from cuzk.engine.engine import Engine
@@ -31,12 +33,15 @@ def cluster_engine(
     gpu_slots: int | None = None,
     tracer_provider: trace.TracerProvider | None = None,
     prefix: str = "",
+    otel_env: Mapping[str, str] | None = None,
 ) -> Engine:
     """The ordinary engine (queue, journal, budget) whose steps run on the cluster's actors.
 
     ``address`` None: Ray is already initialised (tests). ``spec``: the real prover with these
     settings unless given; ``local``: a prover in the head for input checks and verification
-    keys (the CPU prover unless given).
+    keys (the CPU prover unless given). ``otel_env``: the ``OTEL_*`` variables the head's
+    tracing was built from (``os.environ`` unless given), handed to every actor so that its
+    spans go where the head's go.
     """
     if address is not None:
         connect(address)
@@ -49,7 +54,8 @@ def cluster_engine(
             from cuzk.prover.real_prover import RealProver
 
             local = RealProver(dataclasses.replace(settings, backend="cpu"))
-    executor = ClusterExecutor(spec, local, gpu_slots, prefix=prefix)
+    env = actor_env(os.environ if otel_env is None else otel_env, settings.tracing_enabled)
+    executor = ClusterExecutor(spec, local, gpu_slots, prefix=prefix, actor_env=env)
     head = dataclasses.replace(
         settings, gpu_workers_per_device=PREFETCH_DEPTH,
         # one thread per CPU worker placed now, or more when configured: nodes that join

@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from cuzk.cluster.actor_tracing import ActorTracer
 from cuzk.engine.backend import KeyHandle, PartitionMemory, ProverBackend
 from cuzk.engine.settings import EngineSettings
 
@@ -193,12 +194,20 @@ class WorkerState:
         self.leases = LeaseBook()
         self.keys: dict[str, KeyHandle] = {}
         self.key_loads = 0
+        self.tracer = ActorTracer(worker_id, role, node_id)  # OTEL_* from the head
         self._keys_lock = threading.Lock()
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(_ActorCollector(self))
         server, _thread = start_http_server(0, addr=node_ip, registry=self.registry)
+        self._metrics_server = server
         self.metrics_url = f"http://{node_ip}:{server.server_port}/metrics"
         self.metrics_target = f"{node_ip}:{server.server_port}"
+
+    def close(self) -> None:
+        """Stop serving /metrics (an actor process just exits; tests that build one call
+        this)."""
+        self._metrics_server.shutdown()
+        self._metrics_server.server_close()
 
     def key(self, proof_kind: str) -> KeyHandle:
         """The resident key, loaded on first use (kept for the life of the process)."""

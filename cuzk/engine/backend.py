@@ -51,7 +51,8 @@ class ProofResult:
 class StepContext:
     """The partition a step belongs to, for a backend that runs steps elsewhere (a cluster):
     its worker's lease names the job and partition, its ledger uses the priority, and
-    ``traceparent`` (of the step's span) carries the trace across processes."""
+    ``traceparent`` carries the trace across processes: that of the step's span, or of the
+    partition's span when the backend records step spans itself (``remote_step_spans``)."""
 
     job_id: str
     proof_kind: str
@@ -96,6 +97,14 @@ class ProverBackend(Protocol):
     @property
     def devices(self) -> Sequence[str]:
         """Device labels GPU workers run on: ["cpu"] or ["cuda:0", ...]."""
+        ...
+
+    @property
+    def remote_step_spans(self) -> bool:
+        """True when each step records its own span (``cuzk.synthesis``, ``cuzk.gpu``,
+        ``cuzk.finalize``) in the process that runs it, as a child of
+        ``StepContext.traceparent`` (a cluster's worker actors); the engine then records none
+        of the three, so no step is recorded twice. False: the engine records them here."""
         ...
 
     @property
@@ -199,6 +208,5 @@ class ProverBackend(Protocol):
     def close(self) -> None:
         """Release what the prover holds outside this process, at shutdown (a no-op here).
 
-        Steps may raise :class:`PhaseLost`. A step's result may carry ``span_attributes`` (a
-        mapping) that the engine puts on the step's span (the node that ran it)."""
+        Steps may raise :class:`PhaseLost`."""
         ...

@@ -159,7 +159,8 @@ class Engine:
         s = self.settings
         self.prover = prover
         self.tracer_provider = tracer_provider
-        self.spans = SpanBook(tracer_provider, enabled=s.tracing_enabled)
+        self.spans = SpanBook(tracer_provider, enabled=s.tracing_enabled,
+                              remote_steps=prover.remote_step_spans)
         self.events = EventBus()
         self.counters = Counters()
         for kind in s.proof_kinds:

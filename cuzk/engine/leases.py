@@ -64,7 +64,7 @@ class GpuWorker:
         error: BaseException | None = None
         scope = None
         try:
-            span = self._spans.start("cuzk.gpu", partition.span, {
+            span = self._spans.start_step("cuzk.gpu", partition.span, {
                 "cuzk.job.id": job.id,
                 "cuzk.proof_kind": job.proof_kind,
                 "cuzk.partition.index": partition.index,

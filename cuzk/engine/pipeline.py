@@ -54,14 +54,6 @@ def _step(p: Partition, span: Any) -> Iterator[None]:
         STEP.reset(token)
 
 
-def _annotate(span: Any, result: Any) -> None:
-    """Put a step result's ``span_attributes`` (the node that ran it) on the step's span."""
-    attrs = getattr(result, "span_attributes", None)
-    if span is not None and attrs:
-        for name, value in attrs.items():
-            span.set_attribute(name, value)
-
-
 def queue_key(p: Partition, order: Order = DEADLINE) -> OrderKey:
     """The scheduler's key for a partition (cuzk.engine.scheduling): priority class, then the
     earliest deadline, then arrival, then partition index."""
@@ -371,7 +363,7 @@ class Pipeline:
             return self._abandon(p)
         if self.draining:
             return self._park(p, scope)
-        scope.span = self.spans.start("cuzk.synthesis", p.span, self._attrs(p))
+        scope.span = self.spans.start_step("cuzk.synthesis", p.span, self._attrs(p))
         try:
             with _step(p, scope.span):
                 p.synthesis = self.prover.synthesize(p.key.handle, p.inputs)
@@ -379,7 +371,6 @@ class Pipeline:
             return self._retry(p, exc, scope)
         except Exception as exc:
             return self._fail(p, exc)
-        _annotate(scope.span, p.synthesis)
         if job.terminal:
             return self._abandon(p)
         st.queued_scope = p.open_phase("queued_gpu")
@@ -442,7 +433,6 @@ class Pipeline:
                     with _step(p, span):
                         p.gpu_output = self.prover.gpu_phase(
                             p.key.handle, p.synthesis, worker.device)
-                    _annotate(span, p.gpu_output)
                     self.prover.release_abc(p.synthesis)
                     p.reservation.release(min(est.abc_bytes, p.reservation.held))
                 except PhaseLost as exc:
@@ -493,7 +483,7 @@ class Pipeline:
             if p.worker_id is not None:
                 attrs["cuzk.worker.id"] = p.worker_id
             links = [p.gpu_span] if p.gpu_span is not None else []
-            span = self.spans.start("cuzk.finalize", p.span, attrs, links=links)
+            span = self.spans.start_step("cuzk.finalize", p.span, attrs, links=links)
             assert st.fin_scope is not None  # opened when it was handed off
             st.fin_scope.span = span
             try:
@@ -503,7 +493,6 @@ class Pipeline:
                 return self._retry(p, exc, st.fin_scope)
             except Exception as exc:
                 return self._fail(p, exc)
-            _annotate(span, p.proof)
             if self.bus.active:
                 self.bus.publish(PartitionFinalized(
                     job.id, job.proof_kind, p.index, p.proof.proof, tuple(p.proof.public)))

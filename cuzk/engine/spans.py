@@ -13,7 +13,7 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Link, Span, Status, StatusCode
+from opentelemetry.trace import Link, NonRecordingSpan, Span, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 TRACER_NAME = "cuzk.engine"
@@ -95,9 +95,14 @@ class SpanBook:
 
     Engine work hops threads, so spans are parented explicitly rather than through the
     current context. ``open_spans`` lets tests prove nothing is left open.
+
+    ``remote_steps``: the prover's steps record their own spans where they run
+    (``ProverBackend.remote_step_spans``), so :meth:`start_step` records nothing here.
     """
 
-    def __init__(self, provider: trace.TracerProvider | None, enabled: bool = True) -> None:
+    def __init__(self, provider: trace.TracerProvider | None, enabled: bool = True,
+                 remote_steps: bool = False) -> None:
+        self.remote_steps = remote_steps
         if not enabled:
             provider = trace.NoOpTracerProvider()
         elif provider is None:
@@ -130,6 +135,26 @@ class SpanBook:
             ],
         )
         tracked = TrackedSpan(name, span)
+        with self._lock:
+            self._open[id(tracked)] = tracked
+        return tracked
+
+    def start_step(
+        self,
+        name: str,
+        parent: TrackedSpan | None,
+        attributes: Mapping[str, Any] | None = None,
+        links: Sequence[TrackedSpan | trace.SpanContext] = (),
+    ) -> TrackedSpan:
+        """A step's span (``cuzk.synthesis``, ``cuzk.gpu``, ``cuzk.finalize``). With
+        ``remote_steps`` a stand-in that records nothing and carries ``parent``'s context: its
+        traceparent (``StepContext.traceparent``) names the partition span, the parent of the
+        span the step records in its own process; one span per step, never two."""
+        if not self.remote_steps:
+            return self.start(name, parent, attributes, links)
+        ctx = parent.span.get_span_context() if parent is not None else \
+            trace.INVALID_SPAN_CONTEXT
+        tracked = TrackedSpan(name, NonRecordingSpan(ctx))
         with self._lock:
             self._open[id(tracked)] = tracked
         return tracked

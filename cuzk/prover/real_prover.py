@@ -107,6 +107,7 @@ class RealProver:
 
         native_msm.configure(settings.field_arith)
         self.field_arith = native_msm.arith_path()
+        self.remote_step_spans = False  # steps run in this process: the engine records them
         self.devices = list(self._backends)
         self._zkeys: dict[str, Path] = {}
         self._circuits: dict[str, Any] = {}

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -32,7 +33,7 @@ from urllib.parse import unquote
 
 from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.propagators.textmap import TextMapPropagator
-from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.resources import SERVICE_INSTANCE_ID, SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased, Sampler
@@ -122,10 +123,13 @@ def _env_resource(env: Mapping[str, str]) -> Resource:
 
 def build_resource(default_service_name: str, env: Mapping[str, str]) -> Resource:
     """The SDK's resource (``telemetry.sdk.*``, detectors) with ``default_service_name`` as the
-    lowest-precedence ``service.name``: OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME from
+    lowest-precedence ``service.name`` and a fresh UUID as ``service.instance.id`` (one per
+    process, as the semantic conventions advise: a cluster's head and each actor process
+    export under one service name); OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME from
     ``env`` win (the SDK's detectors read the process environment too; ``env`` wins key by
     key)."""
-    return Resource.create({SERVICE_NAME: default_service_name}).merge(_env_resource(env))
+    defaults = {SERVICE_NAME: default_service_name, SERVICE_INSTANCE_ID: str(uuid.uuid4())}
+    return Resource.create(defaults).merge(_env_resource(env))
 
 
 def _sampler(env: Mapping[str, str], problems: _Problems) -> Sampler | None:

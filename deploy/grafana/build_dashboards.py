@@ -576,10 +576,59 @@ def gpu_workers() -> dict:
             "Absent on the CPU backend or without NVML.", "percentunit",
             [q(f"cuzk_device_utilization_ratio{{{SEL}}}", "{{instance}} {{device}}")],
             maximum=1),
+        *cluster_node_panels(),
     ]
     return dashboard("cuzk-gpu-workers", "cuzk / GPU workers",
                      "Per-worker GPU use, stuck and paused workers, partitions by phase and the "
                      "GPU queue.", panels, engine_vars())
+
+
+CLUSTER_SEL = 'job=~"$job", role=~"gpu|cpu"'
+"""A Ray cluster's worker actors (docs/cluster.md): targets from the head's file_sd file, labelled
+node, role and worker. They are not engines (no cuzk_build_info), so no Instance filter: the
+Job variable selects the cluster."""
+CLUSTER_GPU = 'job=~"$job", role="gpu"'
+CLUSTER_CPU = 'job=~"$job", role="cpu"'
+
+
+def cluster_node_panels() -> list[dict]:
+    """The "Cluster nodes" row: every node of a cluster, from its worker actors' own
+    endpoints (busy state lives where the work runs; the head never reports it). Empty
+    without a cluster."""
+    busy = "cuzk_gpu_worker_busy_seconds_total"
+    return [
+        row("Cluster nodes"),
+        table(
+            "Cluster nodes",
+            "One row per node of a Ray cluster (`cuzk serve --cluster`): worker actors "
+            "answering their scrape (a dead or unreachable actor leaves the head's file_sd "
+            "file, so it is not counted, never counted idle), GPU workers inside a lease now "
+            "(cuzk_gpu_worker_busy) and their mean busy fraction (rate of "
+            f"{busy}), all read from the actors' own endpoints.", "none",
+            [q(f"count by (node) (up{{{CLUSTER_GPU}}} == 1)", instant=True, fmt="table"),
+             q(f"count by (node) (up{{{CLUSTER_CPU}}} == 1)", instant=True, fmt="table"),
+             q(f"sum by (node) (cuzk_gpu_worker_busy{{{CLUSTER_GPU}}})", instant=True,
+               fmt="table"),
+             q(f"avg by (node) (rate({busy}{{{CLUSTER_GPU}}}[{RI}]))", instant=True,
+               fmt="table")],
+            rename={"Value #A": "GPU workers up", "Value #B": "CPU workers up",
+                    "Value #C": "GPU workers proving", "Value #D": "GPU busy"},
+            units={"GPU busy": "percentunit"}, w=24),
+        timeseries(
+            "GPU busy fraction by node and worker",
+            "Each GPU worker actor's share of time inside a lease (rate of "
+            f"{busy} from its own endpoint). A line that ends is an actor that died or left "
+            "with its node (CuzkClusterGpuWorkerLost); a line near 0 while the head's GPU "
+            "queue holds work raises CuzkClusterGpuWorkerIdleWithQueuedWork.", "percentunit",
+            [q(f"max by (node, worker) (rate({busy}{{{CLUSTER_GPU}}}[{RI}]))",
+               "{{node}} {{worker}}")], maximum=1, links=WORKER_TRACES),
+        timeseries(
+            "Worker actors answering by node",
+            "Worker actor targets per node and role whose last scrape succeeded (`up`). A "
+            "node whose count drops lost actors (Ray restarts GPU workers; the head replaces "
+            "CPU workers); a node that vanishes left the cluster.", "short",
+            [q(f"sum by (node, role) (up{{{CLUSTER_SEL}}})", "{{node}} {{role}}")]),
+    ]
 
 
 def deadline_panels(sel: str) -> list[dict]:

@@ -54,6 +54,13 @@ STUCK_FACTOR = 10
 STUCK_MIN_S = 120
 STUCK_DEFAULT_GPU_S = 180
 MONITORING_JOBS = "prometheus|alertmanager|otel-collector"
+# A cluster (cuzk serve --cluster): the head's file_sd file labels each worker actor's target
+# with node, role (gpu, cpu) and worker; the head itself is role="head". Engine-wide rules
+# skip the actors' targets (no role label outside a cluster, so ENGINE matches every engine).
+ACTORS = 'role=~"gpu|cpu"'
+ENGINE = f'{J}, role!~"gpu|cpu"'
+CLUSTER_BY = "job, node, worker"
+LOST_WINDOW = "1h"
 
 
 @dataclass
@@ -366,10 +373,13 @@ def alerts() -> dict[str, list[Rule]]:
               "{{ $labels.instance }} for 2 minutes. Its other alerts cannot evaluate until "
               "the scrape works again."),
         alert("CuzkTargetVanished",
-              f"group by ({BY}) (max_over_time(up{{{J}}}[6h]))\nunless on ({BY})\nup{{{J}}}",
+              f"group by ({BY}) (max_over_time(up{{{ENGINE}}}[6h]))\nunless on ({BY})\n"
+              f"up{{{ENGINE}}}",
               "One engine disappeared from service discovery while others remain (absent() "
               "only sees the loss of every target). Fires for 6 hours after the loss; silence "
-              "it when an engine is retired on purpose.",
+              "it when an engine is retired on purpose. A cluster's worker actors are not "
+              "engines (a restarted actor serves a new port): CuzkClusterGpuWorkerLost "
+              "watches them.",
               for_="5m", severity="critical", dashboard=fleet,
               summary="cuzk engine {{ $labels.instance }} is gone from service discovery",
               description="Prometheus scraped {{ $labels.instance }} within the last 6 hours "
@@ -381,11 +391,12 @@ def alerts() -> dict[str, list[Rule]]:
               description="Prometheus has had no up{job=\"cuzk\"} series for 5 minutes: the "
               "scrape job or service discovery lost every engine."),
         alert("CuzkMetricsMissing",
-              f"(up{{{J}}} == 1)\nunless on ({BY}) (\n"
+              f"(up{{{ENGINE}}} == 1)\nunless on ({BY}) (\n"
               f"  group by ({BY}) (cuzk_gpu_worker_busy_seconds_total{{{J}}})\n"
               f"  and on ({BY}) group by ({BY}) (cuzk_memory_budget_bytes{{{J}}})\n"
               f"  and on ({BY}) group by ({BY}) (cuzk_build_info{{{J}}})\n)",
-              "The target answers but the series the other alerts need are missing.",
+              "The target answers but the series the other alerts need are missing (an engine: "
+              "a cluster's worker actors export only their own busy series).",
               for_="10m", severity="warning", dashboard=fleet,
               summary="cuzk target {{ $labels.instance }} is up but its core metrics are "
               "absent",
@@ -588,7 +599,50 @@ def alerts() -> dict[str, list[Rule]]:
         "cuzk-memory-devices": memory,
         "cuzk-monitoring": monitoring,
         "cuzk-deadlines": deadline_alerts(),
+        "cuzk-cluster": cluster_alerts(),
     }
+
+
+def cluster_alerts() -> list[Rule]:
+    """A Ray cluster (docs/cluster.md): the GPU worker actors serve their own /metrics, listed
+    by the head's file_sd file with labels node, role and worker. Both alerts name the node
+    and the worker; a single-process engine has no such targets, so neither can fire for it.
+    The GPU queue is the head's (role="head"): a cluster is one scrape job."""
+    gpu = f'{J}, role="gpu"'
+    head_queue = (f"max by (job) (\n  instance:cuzk_gpu_queue_nonempty:ratio5m\n"
+                  f'  and on ({BY}) up{{{J}, role="head"}}\n)')
+    return [
+        alert("CuzkClusterGpuWorkerLost",
+              f"group by ({CLUSTER_BY}) (max_over_time(up{{{gpu}}}[{LOST_WINDOW}]))\n"
+              f"unless on ({CLUSTER_BY})\n(up{{{gpu}}} == 1)\n"
+              f'and on (job)\n(up{{{J}, role="head"}} == 1)',
+              "Partial loss: a GPU worker actor that answered within the last hour is gone "
+              "(its target left the file_sd file, or it does not answer) while the head still "
+              "runs, so the cluster proves with fewer GPUs. Keyed by node and worker, not "
+              "address: a GPU worker restarted by Ray keeps its name and serves a new port, "
+              "and is back within seconds. A head that is down is CuzkTargetDown's business.",
+              for_="2m", severity="critical", dashboard="cuzk-gpu-workers",
+              summary="GPU worker {{ $labels.worker }} on node {{ $labels.node }} is lost",
+              description="GPU worker {{ $labels.worker }} on cluster node {{ $labels.node }} "
+              "answered within the last hour but has not been a live target for 2 minutes: "
+              "its node left the Ray cluster or its process cannot be restarted. Its work "
+              "runs again on the other GPU workers (cuzk_partition_retries_total)."),
+        alert("CuzkClusterGpuWorkerIdleWithQueuedWork",
+              f"max by ({CLUSTER_BY}, device) (rate(cuzk_gpu_worker_busy_seconds_total"
+              f"{{{gpu}}}[5m])) < 0.05\nand on (job)\n{head_queue} >= 0.5",
+              "CuzkGpuWorkerIdleWithQueuedWork for a cluster: the busy seconds come from the GPU "
+              "worker actor's own endpoint (its leases), the queue from the head. One idle "
+              "actor among busy ones still fires.",
+              for_="5m", severity="critical", dashboard="cuzk-gpu-workers",
+              summary="GPU worker {{ $labels.worker }} on node {{ $labels.node }} is idle while "
+              "partitions wait for a GPU",
+              description="GPU worker {{ $labels.worker }} on cluster node {{ $labels.node }} "
+              "was busy {{ $value | humanizePercentage }} of the last 5 minutes (threshold 5%) "
+              "while partitions waited in the head's GPU queue for at least half of that "
+              "time. It is not taking work: its calls fail or queue elsewhere (cuzk status "
+              "shows it unreachable?), or the head has no slot bound to it "
+              "(cluster.gpu_slots)."),
+    ]
 
 
 def deadline_alerts() -> list[Rule]:

@@ -16,9 +16,13 @@ def gpu_node(cluster: Any) -> Any:
 
 def spilled_bytes() -> int:
     """Bytes Ray spilled from object stores to disk so far (must stay 0 in these tests)."""
+    import ray
     from ray._private.internal_api import memory_summary
 
-    text = memory_summary(stats_only=True)
+    # this driver's cluster by address: without one Ray looks for "the" local cluster in /tmp
+    # and finds other processes' clusters on a shared machine (the network namespace does not
+    # hide /tmp/ray), or a stale one it cannot reach
+    text = memory_summary(address=ray.get_runtime_context().gcs_address, stats_only=True)
     for line in text.splitlines():
         if line.strip().startswith("Spilled"):
             # "Spilled 12 MiB, 3 objects, avg write throughput ..."

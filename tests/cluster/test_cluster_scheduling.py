@@ -1,5 +1,6 @@
 """The engine over a two-node cluster with the scripted prover: priority across the cluster,
-a GPU worker killed mid-phase, the per-node ledgers, status truth (acceptance checks 4, 5, 11)."""
+a GPU worker killed mid-phase, the per-node ledgers, status and busy truth (acceptance checks 4,
+5, 8, 11)."""
 
 from __future__ import annotations
 
@@ -12,38 +13,46 @@ from typing import Any
 import pytest
 
 from tests.cluster._cluster import MB, STORE_BYTES, spilled_bytes, two_nodes
+from tests.cluster._otlp import span_sink
 
 KINDS = {"porep-c2": (10, "normal"), "winning-post": (1, "critical"), "big": (10, "normal")}
 
 
 @pytest.fixture(scope="module")
 def head(in_namespace: bool) -> Iterator[Any]:
-    """(engine, executor, cluster): the head engine over both nodes, scripted prover."""
+    """(engine, executor, cluster, sink): the head engine over both nodes, scripted prover;
+    the head and its actors export spans to ``sink``."""
     if not in_namespace:
         yield None
         return
     import ray
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
     from cuzk.cluster.runtime import cluster_engine
     from cuzk.cluster.worker import ProverSpec
     from cuzk.engine.settings import EngineSettings, ProofKindSettings
+    from cuzk.telemetry.tracing import configure_tracing
 
     settings = EngineSettings(
         backend="cpu", memory_budget_bytes=1 << 30, finalizer_threads=2,
         proof_kinds={n: ProofKindSettings(n, parts, prio) for n, (parts, prio) in KINDS.items()})
-    with two_nodes() as cluster:
+    with span_sink() as sink, two_nodes() as cluster:
         from cuzk.engine.backend import PartitionMemory
 
         spec = ProverSpec("scripted", scripted_delays={"synthesize": 0.005},
                           scripted_estimates={"big": PartitionMemory(90 * MB, 60 * MB, 0)})
-        engine = cluster_engine(settings, None, spec=spec, prefix="sched-")
+        env = sink.env()
+        provider = configure_tracing("cuzk", env, export_processor=SimpleSpanProcessor).provider
+        engine = cluster_engine(settings, None, spec=spec, prefix="sched-",
+                                tracer_provider=provider, otel_env=env)
         engine.start()
         try:
-            yield engine, engine.prover, cluster
+            yield engine, engine.prover, cluster, sink
         finally:
             engine.shutdown(timeout=10)
             for a in engine.prover.actors():
                 ray.kill(a.handle, no_restart=True)
+            provider.shutdown()
 
 
 def _gpu_handle(executor: Any) -> Any:
@@ -60,7 +69,7 @@ def _tags(n: int, prefix: str) -> list[dict]:
 
 
 def test_one_gpu_and_two_cpu_workers_are_placed(head):
-    engine, _, _ = head
+    engine, _, _, _ = head
     nodes = engine.status()["nodes"]
     roles = sorted(n["role"] for n in nodes)
     assert roles == ["cpu", "gpu"], nodes
@@ -74,7 +83,7 @@ def test_one_gpu_and_two_cpu_workers_are_placed(head):
 def test_critical_gpu_phase_starts_before_queued_normal_partitions(head):
     import ray
 
-    engine, executor, _ = head
+    engine, executor, _, _ = head
     gpu = _gpu_handle(executor)
     ray.get(gpu.script_hold.remote(None))  # the first GPU phase, whichever it is
     normal = [engine.submit("porep-c2", _tags(10, "n"), priority="normal"),
@@ -105,7 +114,7 @@ def test_critical_gpu_phase_starts_before_queued_normal_partitions(head):
 def test_gpu_worker_killed_mid_phase_retries_once(head, round_):
     import ray
 
-    engine, executor, _ = head
+    engine, executor, _, _ = head
     gpu = _gpu_handle(executor)
     before = dict(engine.snapshot().partition_retries)
     pid = ray.get(gpu.pid.remote())
@@ -126,7 +135,7 @@ def test_gpu_worker_killed_mid_phase_retries_once(head, round_):
 def test_status_never_reports_a_silent_worker_idle(head):
     import ray
 
-    engine, executor, _ = head
+    engine, executor, _, _ = head
     gpu = _gpu_handle(executor)
     ray.get(gpu.script_hold.remote("busy"))
     job = engine.submit("winning-post", [{"tag": "busy"}])
@@ -156,7 +165,7 @@ def test_ledgers_reserve_before_every_dispatch_and_never_exceed_a_node(head):
     fill a node's 300 MB object-store ledger)."""
     import ray
 
-    engine, executor, _ = head
+    engine, executor, _, _ = head
     seen: list[tuple[str, int, int]] = []
     ledgers = executor.ledgers()
 
@@ -215,6 +224,47 @@ def _gpu_worker(engine: Any) -> dict:
     return g
 
 
+def test_busy_gauge_is_one_exactly_while_the_gpu_span_is_open(head):
+    """Check 8, bracketed: scrapes of the GPU worker's own endpoint before, inside and after a
+    held GPU phase, each timed, against its ``cuzk.gpu`` span as the actor exported it. Every
+    scrape inside the span's open interval reads 1 (0 false idle); before it and after it, 0."""
+    import ray
+
+    engine, executor, _, sink = head
+    gpu = _gpu_handle(executor)
+    worker = _gpu_worker(engine)
+    url = worker["metrics_url"]
+
+    def timed() -> tuple[int, int, float]:
+        t0 = time.time_ns()
+        values = _scrape(url)
+        assert values is not None, "the GPU worker's endpoint did not answer"
+        return t0, time.time_ns(), values["cuzk_gpu_worker_busy"]
+
+    before = timed()
+    ray.get(gpu.script_hold.remote("bracket"))
+    job = engine.submit("winning-post", [{"tag": "bracket"}])
+    try:
+        assert ray.get(gpu.script_entered.remote(30.0)), "the held GPU phase never started"
+        inside = [timed() for _ in range(20)]
+    finally:
+        ray.get(gpu.script_release.remote())
+    assert engine.wait(job.id, 60).outcome == "succeeded"
+    after = timed()
+
+    (span,) = [s for s in sink.wait_for(lambda spans: any(
+        s.name == "cuzk.gpu" and s.attributes.get("cuzk.job.id") == job.id for s in spans))
+        if s.name == "cuzk.gpu" and s.attributes.get("cuzk.job.id") == job.id]
+    assert span.attributes["cuzk.worker.id"] == worker["id"]
+    assert span.resource["cuzk.worker.role"] == "gpu"
+    opened, closed = span.start_ns, span.end_ns
+    assert before[1] < opened and before[2] == 0.0, (before, opened)
+    for t0, t1, busy in inside:
+        assert opened <= t0 and t1 <= closed, ((t0, t1), (opened, closed))
+        assert busy == 1.0, "false idle while the cuzk.gpu span was open"
+    assert after[0] > closed and after[2] == 0.0, (after, closed)
+
+
 def test_busy_gauge_comes_from_the_gpu_worker_and_vanishes_with_it(head, tmp_path):
     """Checks 8 and 9: the actor's own /metrics says busy exactly while its phase runs; after
     kill -9 its series are gone (never 0), and the file_sd file follows within 10 s."""
@@ -224,7 +274,7 @@ def test_busy_gauge_comes_from_the_gpu_worker_and_vanishes_with_it(head, tmp_pat
 
     from cuzk.cluster.service_discovery import SdWriter
 
-    engine, executor, _ = head
+    engine, executor, _, _ = head
     gpu = _gpu_handle(executor)
     sd = tmp_path / "cuzk_sd.json"
     writer = SdWriter(executor, sd, interval_s=1.0).start()
@@ -272,7 +322,7 @@ def test_gpu_node_removed_mid_job_and_added_back(head, round_):
 
     from tests.cluster._cluster import add_gpu_node, gpu_node
 
-    engine, executor, cluster = head
+    engine, executor, cluster, _ = head
     ray.get(_gpu_handle(executor).script_delay.remote("gpu", 0.2))  # a job long enough to hit
     job = engine.submit("porep-c2", _tags(10, f"r{round_}-"))
     deadline = time.monotonic() + 60

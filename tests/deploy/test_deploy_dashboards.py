@@ -113,9 +113,21 @@ def test_panels_have_unit_description_and_variable_datasource():
                 assert t["datasource"] == ds, (name, p["title"])
 
 
+CLUSTER_PANELS = {"Cluster nodes", "GPU busy fraction by node and worker",
+                  "Worker actors answering by node"}
+"""Panels on a Ray cluster's worker actors: selected by job and role (gpu, cpu), not instance
+(an actor is not an engine; tests/deploy/test_deploy_cluster_dashboard.py runs them live)."""
+
+
 def test_every_selector_filters_on_job_and_instance():
-    """Every metric selector carries job=~"$job" and instance=~"$instance"."""
+    """Every metric selector carries job=~"$job" and instance=~"$instance"; a cluster panel's
+    job=~"$job" and a role of worker actors instead."""
     for name, p, t in _prom_queries():
+        if p["title"] in CLUSTER_PANELS:
+            for _, matchers in re.findall(r"([a-zA-Z_:][\w:]*)?\s*\{([^}]*)\}", t["expr"]):
+                assert 'job=~"$job"' in matchers and re.search(
+                    r'role(="gpu"|="cpu"|=~"gpu\|cpu")', matchers), (name, p["title"], matchers)
+            continue
         expr = t["expr"]
         if not promql_metrics(expr) - {"ALERTS"}:
             continue

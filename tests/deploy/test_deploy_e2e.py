@@ -116,6 +116,9 @@ GPU_ONLY_PANELS = {
 COLLECTOR_PANELS = {
     "Spans through the collector": "no OpenTelemetry Collector in this test",
     "Collector export queue": "no OpenTelemetry Collector in this test",
+    **dict.fromkeys(("Cluster nodes", "GPU busy fraction by node and worker",
+                     "Worker actors answering by node"),
+                    "no Ray cluster in this test (test_deploy_cluster_dashboard.py runs it)"),
 }
 
 
