@@ -171,6 +171,8 @@ class ClusterExecutor:
         self._epoch = uuid.uuid4().hex  # this head's dispatch numbering
         self._suspect: set[str] = set()  # GPU workers lost mid-call, not yet answering again
         self._placing: dict[str, tuple[_Actor, Any]] = {}  # node -> CPU worker being placed
+        # GPU workers found by name (from before a head restart) -> the keys they held then
+        self._adopted: dict[str, tuple[str, ...]] = {}
         self._stopped = threading.Event()
         self.membership_changes: list[tuple[float, str, str]] = []  # (time, "join"|"leave", id)
         # Audit hook: (step, node id or "local", bytes reserved for it there) at each dispatch.
@@ -220,10 +222,12 @@ class ClusterExecutor:
         pin = NodeAffinitySchedulingStrategy(nid, soft=False)
         gpu_cls, cpu_cls = gpu_actor_class(), cpu_actor_class()
         pending: list[_Actor] = []
+        found: set[str] = set()
         for i in range(node.gpus):
             name = f"{self.prefix}gpu-{short(nid)}-{i}"
             try:  # a detached worker from before a head restart: keys still resident
                 handle = ray.get_actor(name, namespace=NAMESPACE)
+                found.add(name)
             except ValueError:
                 handle = gpu_cls.options(
                     name=name, namespace=NAMESPACE, lifetime="detached",
@@ -247,6 +251,12 @@ class ClusterExecutor:
             actor.metrics_url = info_["metrics_url"]
             actor.metrics_target = actor.metrics_url.removeprefix("http://").removesuffix(
                 "/metrics")
+            if actor.id in found:
+                with self._lock:
+                    self._adopted[actor.id] = tuple(info_["keys"])
+                log.info("found GPU worker %s from an earlier head with keys %s resident "
+                         "(%d key loads in its life)", actor.id,
+                         ", ".join(info_["keys"]) or "(none)", info_["key_loads"])
         node.actors = pending
         with self._lock:
             self._nodes[nid] = node
@@ -582,6 +592,12 @@ class ClusterExecutor:
     def actors(self) -> list[_Actor]:
         with self._lock:
             return [a for n in self._nodes.values() for a in n.actors]
+
+    def resident_keys(self) -> list[str]:
+        """Proof kinds whose key a GPU worker found by name at start (a worker that outlived
+        an earlier head) already held: the head enters them as resident without a load."""
+        with self._lock:
+            return sorted({k for keys in self._adopted.values() for k in keys})
 
     def gpu_actor(self, device: str) -> Any:
         with self._lock:
