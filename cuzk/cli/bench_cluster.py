@@ -5,7 +5,9 @@ Figures, each over ``--runs`` runs on one cluster (range and median):
 * Ray's overhead per partition: the median time of a one-partition job through the engine over
   the cluster minus the same through the engine in one process, both with the scripted prover
   and no step time (so only the dispatch is timed: three actor calls and their objects).
-* Head restart (``bench_cluster_restart``): a real ``cuzk serve --cluster`` head on the CPU
+* Node loss (``bench_cluster_recovery``): the GPU node removed mid-job and a new one added,
+  ``--node-losses`` times: seconds to the job's success, jobs lost, duplicate proofs.
+* Head restart (``bench_cluster_recovery``): a real ``cuzk serve --cluster`` head on the CPU
   prover killed with SIGKILL while a job is partly journaled, and started again: seconds to
   ready and to the resumed job's success, and the key loads that cost the GPU worker.
 * GPU-worker busy fraction with scripted GPU phases of ``--gpu-ms`` (50 ms): busy seconds as the
@@ -47,6 +49,8 @@ def register(sub: Any) -> None:
     p.add_argument("--partitions", type=int, default=40, help="partitions of the busy job")
     p.add_argument("--gpu-ms", type=float, default=50.0, help="scripted GPU phase (ms)")
     p.add_argument("--synth-ms", type=float, default=20.0, help="scripted synthesis (ms)")
+    p.add_argument("--node-losses", type=int, default=10,
+                   help="GPU-node removals mid-job (each then adds a node back; 0: skip)")
     p.add_argument("--restart-partitions", type=int, default=4,
                    help="partitions of the job in flight when the head is killed (0: skip)")
     p.add_argument("--json", type=Path, help="also write the figures as JSON here")
@@ -60,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
         argv = ["bench", "cluster", "--runs", str(args.runs), "--jobs", str(args.jobs),
                 "--partitions", str(args.partitions), "--gpu-ms", str(args.gpu_ms),
                 "--synth-ms", str(args.synth_ms),
-                "--restart-partitions", str(args.restart_partitions)]
+                "--restart-partitions", str(args.restart_partitions),
+                "--node-losses", str(args.node_losses)]
         if args.json:
             argv += ["--json", str(args.json.resolve())]
         env = {**os.environ, NETNS_ENV: "1", "RAY_USAGE_STATS_ENABLED": "0"}
@@ -92,6 +97,7 @@ def _one_partition_ms(engine: Any, jobs: int) -> float:
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     import ray
 
+    from cuzk.cli.bench_cluster_recovery import node_losses
     from cuzk.cluster.local import two_nodes
     from cuzk.cluster.runtime import cluster_engine
     from cuzk.cluster.worker import ProverSpec
@@ -102,7 +108,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     settings = EngineSettings(
         backend="cpu", memory_budget_bytes=1 << 30, tracing_enabled=False,
         proof_kinds={"one": ProofKindSettings("one", 1, "normal"),
-                     "busy": ProofKindSettings("busy", args.partitions, "normal")})
+                     "busy": ProofKindSettings("busy", args.partitions, "normal"),
+                "loss": ProofKindSettings("loss", 10, "normal")})
     local_ms: list[float] = []
     ray_ms: list[float] = []
     busy: list[float] = []
@@ -116,6 +123,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         inproc.shutdown(timeout=10)
     restart: dict[str, Any] = {}
+    losses: dict[str, Any] = {}
     with two_nodes() as cluster:
         spec = ProverSpec("scripted")
         engine = cluster_engine(settings, None, spec=spec, prefix="bench-")
@@ -139,6 +147,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 wall = time.perf_counter() - t0
                 after = ray.get(gpu.snapshot.remote())["busy_seconds"]
                 busy.append((after - before) / wall)
+            if args.node_losses > 0:
+                ray.get([c.script_delay.remote("synthesize", 0.0) for c in cpus])
+                losses = node_losses(engine, executor, cluster, args.node_losses, "loss", 10)
         finally:
             engine.shutdown(timeout=10)
             for a in executor.actors():
@@ -156,6 +167,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "partitions": args.partitions,
         "gpu_busy_fraction": busy,
         "label": "scheduling capacity on one box (both nodes share this machine's cores)",
+        **losses,
         **restart,
     }
 
@@ -166,7 +178,7 @@ def _head_restart(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
 
     import ray
 
-    from cuzk.cli.bench_cluster_restart import head_restart
+    from cuzk.cli.bench_cluster_recovery import head_restart
     from cuzk.cluster import NAMESPACE
     from cuzk.cluster.executor import short
 
@@ -194,6 +206,13 @@ def show(f: dict[str, Any]) -> None:
     t.add_row("Ray overhead per partition (ms)", _range(f["ray_overhead_ms_per_partition"], ".1f"))
     t.add_row(f"GPU worker busy, {f['gpu_ms']:.0f} ms phases, depth 2",
               _range(f["gpu_busy_fraction"], ".3f"))
+    if f.get("node_loss_reps"):
+        t.add_row(f"GPU node removed mid-job and added back, {f['node_loss_reps']} times: "
+                  "removal to the job's success (s)",
+                  _range(f["node_loss_recovered_s"], ".1f") if f["node_loss_recovered_s"]
+                  else "none recovered")
+        t.add_row("  jobs lost / duplicate proofs",
+                  f"{f['node_loss_jobs_lost']} / {f['node_loss_duplicate_proofs']}")
     if f.get("head_restart_ready_s"):
         n = f["head_restart_partitions"]
         t.add_row(f"head kill -9 mid-job ({n} partitions): restart to ready (s)",

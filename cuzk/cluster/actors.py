@@ -108,6 +108,11 @@ class GpuWorkerActor(_WorkerActor):
         return bool(gates) and gates[-1].wait_entered(timeout)
 
     @ray.method(concurrency_group="control")
+    def calls_inside(self) -> int:
+        """GPU phases in this actor now, running or prefetched (at most ``PREFETCH_DEPTH``)."""
+        return self.order.inside
+
+    @ray.method(concurrency_group="control")
     def script_release(self) -> None:
         for gate in getattr(self, "_gates", []):
             gate.release()

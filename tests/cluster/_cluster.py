@@ -1,12 +1,36 @@
-"""The two-node test cluster (``cuzk.cluster.local``), and what the tests read from Ray."""
+"""The test cluster (``cuzk.cluster.local``), shared by every module of this directory, and
+what the tests read from Ray."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
-from cuzk.cluster.local import MB, STORE_BYTES, add_gpu_node, two_nodes
+from cuzk.cluster import local
+from cuzk.cluster.local import MB, STORE_BYTES, add_gpu_node
 
-__all__ = ["MB", "STORE_BYTES", "add_gpu_node", "gpu_node", "spilled_bytes", "two_nodes"]
+__all__ = ["MB", "STORE_BYTES", "add_gpu_node", "gpu_node", "shutdown_shared", "spilled_bytes",
+           "two_nodes"]
+
+_SHARED: list[tuple[AbstractContextManager[Any], Any]] = []
+
+
+@contextmanager
+def two_nodes() -> Iterator[Any]:
+    """The run's two-node cluster, started on first use and shared by every module after it
+    (starting one costs 30-80 s on a loaded 2-core machine); ``shutdown_shared`` ends it. A
+    module leaves it as it found it: its head kills the actors it placed."""
+    if not _SHARED:
+        ctx = local.two_nodes()
+        _SHARED.append((ctx, ctx.__enter__()))
+    yield _SHARED[0][1]
+
+
+def shutdown_shared() -> None:
+    if _SHARED:
+        ctx, _ = _SHARED.pop()
+        ctx.__exit__(None, None, None)
 
 
 def gpu_node(cluster: Any) -> Any:

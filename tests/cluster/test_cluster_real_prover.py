@@ -4,6 +4,7 @@ process, killed with SIGKILL and started again (check 7)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Iterator
@@ -126,7 +127,8 @@ def test_head_killed_and_restarted_finds_its_gpu_worker_with_the_key_resident(
     partitions resume (those journaled before the kill are served as journaled, not proven
     again), the job finished before the kill is served by id, and snarkjs verifies every proof.
 
-    Runs last in this module: it retires the in-process head (the GPU node has one GPU)."""
+    Runs last in this module: it retires the in-process head (the GPU node has one GPU), and
+    it kills the GPU worker it leaves behind."""
     import httpx
     import ray
 
@@ -145,6 +147,7 @@ def test_head_killed_and_restarted_finds_its_gpu_worker_with_the_key_resident(
     args = ("--cluster", real_head.cluster.address)
     inputs = real_head.setup.inputs
     bound = time.monotonic() + 200  # the whole test, on a loaded 2-core machine
+    gpu_name = f"gpu-{short(gpu_node(real_head.cluster).node_id)}-0"
     server = ServeProcess(env, args)
     try:
         server.start(timeout=150)
@@ -170,8 +173,7 @@ def test_head_killed_and_restarted_finds_its_gpu_worker_with_the_key_resident(
         assert 1 <= len(before) < RESTART_PARTITIONS, sorted(before)  # killed mid-job
         assert jobs[job_id]["state"] not in ("succeeded", "failed", "cancelled")
 
-        gpu = ray.get_actor(f"gpu-{short(gpu_node(real_head.cluster).node_id)}-0",
-                            namespace=NAMESPACE)
+        gpu = ray.get_actor(gpu_name, namespace=NAMESPACE)
         pid = ray.get(gpu.pid.remote())
         held = ray.get(gpu.snapshot.remote())
         assert held["keys"] == [KIND] and held["key_loads"] == 1, held
@@ -194,6 +196,8 @@ def test_head_killed_and_restarted_finds_its_gpu_worker_with_the_key_resident(
         assert after["key_loads"] == 1 and after["keys"] == [KIND], after  # nothing reloaded
     finally:
         server.kill()
+        with contextlib.suppress(ValueError):  # the cluster is shared: free its one GPU
+            ray.kill(ray.get_actor(gpu_name, namespace=NAMESPACE), no_restart=True)
     _, proofs = read_journal(journal)
     served = [p["proof"] for p in resumed["proofs"]]
     assert len(served) == RESTART_PARTITIONS
