@@ -205,15 +205,21 @@ class ClusterExecutor:
             gone = [nid for nid in self._nodes if nid not in alive]
         for nid in gone:
             self._drop_node(nid)
-        for nid, info in alive.items():
-            with self._lock:
-                known = nid in self._nodes or nid in self._refused
-            if not known:
-                self._add_node(nid, info)
+        with self._lock:
+            joined = [(nid, info) for nid, info in alive.items()
+                      if nid not in self._nodes and nid not in self._refused]
+        # every new node's actors are created before any is waited for: their processes
+        # start together (a head starting on a cluster of N nodes waits once, not N times)
+        placed = [self._place_actors(nid, info) for nid, info in joined]
+        for args in placed:
+            self._add_node(*args)
         self._top_up()
         self._bind_slots()
 
-    def _add_node(self, nid: str, info: Mapping[str, Any]) -> None:
+    def _place_actors(self, nid: str, info: Mapping[str, Any]
+                      ) -> tuple[str, _Node, list[_Actor], set[str]]:
+        """Create (or find by name) a joining node's actors without waiting for them:
+        (node id, node, its actors, names of the GPU workers found from an earlier head)."""
         res = info.get("Resources", {})
         store = int(res.get("object_store_memory", 0))
         node = _Node(nid, str(info.get("NodeManagerAddress", "")),
@@ -237,6 +243,10 @@ class ClusterExecutor:
             name = f"{self.prefix}cpu-{short(nid)}-{i}"
             handle = cpu_cls.options(scheduling_strategy=pin).remote(name, self.spec)
             pending.append(_Actor(name, "cpu", nid, handle))
+        return nid, node, pending, found
+
+    def _add_node(self, nid: str, node: _Node, pending: list[_Actor], found: set[str]) -> None:
+        """Wait until a joining node's actors answer, then enter the node (or refuse it)."""
         for actor in pending:
             try:
                 info_ = ray.get(actor.handle.ready.remote(), timeout=120)
@@ -263,7 +273,7 @@ class ClusterExecutor:
             self.membership_changes.append((time.time(), "join", nid))
             self._lock.notify_all()
         log.info("cluster node %s joined: %d GPU worker(s), %d CPU worker(s), ledger %d bytes",
-                 nid, node.gpus, node.cpus, store)
+                 nid, node.gpus, node.cpus, node.ledger.total)
 
     def _drop_node(self, nid: str) -> None:
         with self._lock:

@@ -40,9 +40,12 @@ def gpu_node(cluster: Any) -> Any:
 
 def spilled_bytes() -> int:
     """Bytes Ray spilled from object stores to disk so far (must stay 0 in these tests)."""
+    import ray
     from ray._private.internal_api import memory_summary
 
-    text = memory_summary(stats_only=True)
+    # this cluster's address, not /tmp/ray/ray_current_cluster: that file names whichever
+    # cluster on the machine started last (other test runs, other users)
+    text = memory_summary(address=ray.get_runtime_context().gcs_address, stats_only=True)
     for line in text.splitlines():
         if line.strip().startswith("Spilled"):
             # "Spilled 12 MiB, 3 objects, avg write throughput ..."

@@ -116,7 +116,7 @@ def test_bad_inputs_fail_the_job_with_the_witness_error_not_a_retry(real_head):
     assert sum(engine.snapshot().partition_retries.values()) == before
 
 
-RESTART_PARTITIONS = 6
+RESTART_PARTITIONS = 4
 
 
 def test_head_killed_and_restarted_finds_its_gpu_worker_with_the_key_resident(
