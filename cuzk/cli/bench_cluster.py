@@ -5,6 +5,11 @@ Figures, each over ``--runs`` runs on one cluster (range and median):
 * Ray's overhead per partition: the median time of a one-partition job through the engine over
   the cluster minus the same through the engine in one process, both with the scripted prover
   and no step time (so only the dispatch is timed: three actor calls and their objects).
+* Node loss (``bench_cluster_recovery``): the GPU node removed mid-job and a new one added,
+  ``--node-losses`` times: seconds to the job's success, jobs lost, duplicate proofs.
+* Head restart (``bench_cluster_recovery``): a real ``cuzk serve --cluster`` head on the CPU
+  prover killed with SIGKILL while a job is partly journaled, and started again: seconds to
+  ready and to the resumed job's success, and the key loads that cost the GPU worker.
 * GPU-worker busy fraction with scripted GPU phases of ``--gpu-ms`` (50 ms): busy seconds as the
   GPU worker's own leases count them, over the job's wall time, prefetch depth 2, small
   payloads. This is **scheduling capacity on one box**: both "nodes" share this machine's
@@ -17,6 +22,7 @@ under ``unshare -n`` (root, util-linux) with only loopback up.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -43,6 +49,10 @@ def register(sub: Any) -> None:
     p.add_argument("--partitions", type=int, default=40, help="partitions of the busy job")
     p.add_argument("--gpu-ms", type=float, default=50.0, help="scripted GPU phase (ms)")
     p.add_argument("--synth-ms", type=float, default=20.0, help="scripted synthesis (ms)")
+    p.add_argument("--node-losses", type=int, default=10,
+                   help="GPU-node removals mid-job (each then adds a node back; 0: skip)")
+    p.add_argument("--restart-partitions", type=int, default=4,
+                   help="partitions of the job in flight when the head is killed (0: skip)")
     p.add_argument("--json", type=Path, help="also write the figures as JSON here")
     p.set_defaults(func=run)
 
@@ -53,7 +63,9 @@ def run(args: argparse.Namespace) -> int:
         code = "import sys; from cuzk.cli.main import main; raise SystemExit(main(sys.argv[1:]))"
         argv = ["bench", "cluster", "--runs", str(args.runs), "--jobs", str(args.jobs),
                 "--partitions", str(args.partitions), "--gpu-ms", str(args.gpu_ms),
-                "--synth-ms", str(args.synth_ms)]
+                "--synth-ms", str(args.synth_ms),
+                "--restart-partitions", str(args.restart_partitions),
+                "--node-losses", str(args.node_losses)]
         if args.json:
             argv += ["--json", str(args.json.resolve())]
         env = {**os.environ, NETNS_ENV: "1", "RAY_USAGE_STATS_ENABLED": "0"}
@@ -85,6 +97,7 @@ def _one_partition_ms(engine: Any, jobs: int) -> float:
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     import ray
 
+    from cuzk.cli.bench_cluster_recovery import node_losses
     from cuzk.cluster.local import two_nodes
     from cuzk.cluster.runtime import cluster_engine
     from cuzk.cluster.worker import ProverSpec
@@ -95,7 +108,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     settings = EngineSettings(
         backend="cpu", memory_budget_bytes=1 << 30, tracing_enabled=False,
         proof_kinds={"one": ProofKindSettings("one", 1, "normal"),
-                     "busy": ProofKindSettings("busy", args.partitions, "normal")})
+                     "busy": ProofKindSettings("busy", args.partitions, "normal"),
+                "loss": ProofKindSettings("loss", 10, "normal")})
     local_ms: list[float] = []
     ray_ms: list[float] = []
     busy: list[float] = []
@@ -108,7 +122,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             local_ms.append(_one_partition_ms(inproc, args.jobs))
     finally:
         inproc.shutdown(timeout=10)
-    with two_nodes():
+    restart: dict[str, Any] = {}
+    losses: dict[str, Any] = {}
+    with two_nodes() as cluster:
         spec = ProverSpec("scripted")
         engine = cluster_engine(settings, None, spec=spec, prefix="bench-")
         executor: Any = engine.prover
@@ -131,10 +147,15 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 wall = time.perf_counter() - t0
                 after = ray.get(gpu.snapshot.remote())["busy_seconds"]
                 busy.append((after - before) / wall)
+            if args.node_losses > 0:
+                ray.get([c.script_delay.remote("synthesize", 0.0) for c in cpus])
+                losses = node_losses(engine, executor, cluster, args.node_losses, "loss", 10)
         finally:
             engine.shutdown(timeout=10)
             for a in executor.actors():
                 ray.kill(a.handle, no_restart=True)
+        if args.restart_partitions > 0:
+            restart = _head_restart(cluster, args)
     overhead = [r - min(local_ms) for r in ray_ms]
     return {
         "runs": args.runs,
@@ -146,7 +167,29 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "partitions": args.partitions,
         "gpu_busy_fraction": busy,
         "label": "scheduling capacity on one box (both nodes share this machine's cores)",
+        **losses,
+        **restart,
     }
+
+
+def _head_restart(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """The head-restart runs, with the GPU worker they leave behind killed at the end."""
+    import tempfile
+
+    import ray
+
+    from cuzk.cli.bench_cluster_recovery import head_restart
+    from cuzk.cluster import NAMESPACE
+    from cuzk.cluster.executor import short
+
+    gpu_name = f"gpu-{short(next(iter(cluster.worker_nodes)).node_id)}-0"
+    try:
+        with tempfile.TemporaryDirectory(prefix="cuzk-bench-restart-") as tmp:
+            return head_restart(cluster.address, gpu_name, args.runs,
+                                args.restart_partitions, Path(tmp))
+    finally:
+        with contextlib.suppress(ValueError):  # ValueError: never placed
+            ray.kill(ray.get_actor(gpu_name, namespace=NAMESPACE), no_restart=True)
 
 
 def _range(values: list[float], fmt: str) -> str:
@@ -163,5 +206,22 @@ def show(f: dict[str, Any]) -> None:
     t.add_row("Ray overhead per partition (ms)", _range(f["ray_overhead_ms_per_partition"], ".1f"))
     t.add_row(f"GPU worker busy, {f['gpu_ms']:.0f} ms phases, depth 2",
               _range(f["gpu_busy_fraction"], ".3f"))
+    if f.get("node_loss_reps"):
+        t.add_row(f"GPU node removed mid-job and added back, {f['node_loss_reps']} times: "
+                  "removal to the job's success (s)",
+                  _range(f["node_loss_recovered_s"], ".1f") if f["node_loss_recovered_s"]
+                  else "none recovered")
+        t.add_row("  jobs lost / duplicate proofs",
+                  f"{f['node_loss_jobs_lost']} / {f['node_loss_duplicate_proofs']}")
+    if f.get("head_restart_ready_s"):
+        n = f["head_restart_partitions"]
+        t.add_row(f"head kill -9 mid-job ({n} partitions): restart to ready (s)",
+                  _range(f["head_restart_ready_s"], ".1f"))
+        t.add_row("head kill -9: restart to the resumed job's success (s, CPU prover)",
+                  _range(f["head_restart_job_done_s"], ".1f"))
+        t.add_row("head kill -9: partitions journaled at the kill",
+                  ", ".join(map(str, f["head_restart_journaled_at_kill"])))
+        t.add_row("head kill -9: GPU-worker key loads caused by the restart",
+                  ", ".join(map(str, f["head_restart_key_loads"])))
     Console().print(t)
     print(f"load average at start: {f['load_average_at_start']}")

@@ -286,6 +286,13 @@ def serve(config: Config) -> int:
             ", ".join(f"{n} {kind} {outcome}" for (kind, outcome), n in sorted(recovered.items())),
         )
     try:
+        if sd_writer is not None:  # cluster: GPU workers that outlived a head keep their keys
+            from cuzk.cluster.runtime import adopt_resident_keys
+
+            adopted = adopt_resident_keys(engine)
+            if adopted:
+                log.info("cluster: keys still resident in GPU workers, not loaded again: %s",
+                         ", ".join(adopted))
         check_configured_keys(engine, config)
         app = create_app(engine, config, metrics=metrics,
                          propagator=tracing.propagator if tracing is not None else None)

@@ -32,7 +32,32 @@ def _node() -> tuple[str, str]:
     return ctx.get_node_id(), ray.util.get_node_ip_address()
 
 
-class GpuWorkerActor:
+class _WorkerActor:
+    """What both actor classes answer in their ``control`` group: readiness, the snapshot the
+    head's status reads, the process id (the kill tests), the scripted prover's delays."""
+
+    state: WorkerState
+
+    @ray.method(concurrency_group="control")
+    def ready(self) -> dict[str, Any]:
+        return self.state.snapshot()
+
+    @ray.method(concurrency_group="control")
+    def snapshot(self) -> dict[str, Any]:
+        return self.state.snapshot()
+
+    @ray.method(concurrency_group="control")
+    def pid(self) -> int:
+        return os.getpid()
+
+    @ray.method(concurrency_group="control")
+    def script_delay(self, step: str, seconds: float) -> None:
+        """Scripted prover only (tests, the cluster bench): every ``step`` takes ``seconds``."""
+        prover: Any = self.state.prover
+        prover.delay(step, seconds)
+
+
+class GpuWorkerActor(_WorkerActor):
     """One GPU: ``gpu_phase`` runs inside a lease; the keys stay loaded across calls (and are
     loaded again by the constructor's caller after a restart)."""
 
@@ -50,14 +75,6 @@ class GpuWorkerActor:
                     "play the GPU")
         self.state = WorkerState(worker_id, "gpu", node_id, ip, spec)
         self.order = DispatchOrder()
-
-    @ray.method(concurrency_group="control")
-    def ready(self) -> dict[str, Any]:
-        return self.state.snapshot()
-
-    @ray.method(concurrency_group="control")
-    def snapshot(self) -> dict[str, Any]:
-        return self.state.snapshot()
 
     @ray.method(concurrency_group="control")
     def key_info(self, proof_kind: str) -> dict[str, Any]:
@@ -97,6 +114,11 @@ class GpuWorkerActor:
         return bool(gates) and gates[-1].wait_entered(timeout)
 
     @ray.method(concurrency_group="control")
+    def calls_inside(self) -> int:
+        """GPU phases in this actor now, running or prefetched (at most ``PREFETCH_DEPTH``)."""
+        return self.order.inside
+
+    @ray.method(concurrency_group="control")
     def script_release(self) -> None:
         for gate in getattr(self, "_gates", []):
             gate.release()
@@ -107,31 +129,15 @@ class GpuWorkerActor:
         prover: Any = self.state.prover
         return list(prover.events)
 
-    @ray.method(concurrency_group="control")
-    def script_delay(self, step: str, seconds: float) -> None:
-        prover: Any = self.state.prover
-        prover.delay(step, seconds)
-
-    @ray.method(concurrency_group="control")
-    def pid(self) -> int:
-        return os.getpid()
 
 
-class CpuWorkerActor:
+class CpuWorkerActor(_WorkerActor):
     """One synthesis slot; also finalizes (a group of its own, so it never waits behind a
     synthesis for the witness it already holds)."""
 
     def __init__(self, worker_id: str, spec: ProverSpec) -> None:
         node_id, ip = _node()
         self.state = WorkerState(worker_id, "cpu", node_id, ip, spec)
-
-    @ray.method(concurrency_group="control")
-    def ready(self) -> dict[str, Any]:
-        return self.state.snapshot()
-
-    @ray.method(concurrency_group="control")
-    def snapshot(self) -> dict[str, Any]:
-        return self.state.snapshot()
 
     @ray.method(concurrency_group="work")
     def synthesize(self, proof_kind: str, job_id: str, partition: int,
@@ -157,15 +163,6 @@ class CpuWorkerActor:
             result = st.prover.finalize(key, witness, unpack_points(gpu_output))
         return (result.proof, list(result.public)), st.node_id
 
-    @ray.method(concurrency_group="control")
-    def script_delay(self, step: str, seconds: float) -> None:
-        """Scripted prover only (the cluster bench): every ``step`` takes ``seconds``."""
-        prover: Any = self.state.prover
-        prover.delay(step, seconds)
-
-    @ray.method(concurrency_group="control")
-    def pid(self) -> int:
-        return os.getpid()
 
 
 GPU_GROUPS = {"gpu": PREFETCH_DEPTH, "control": 2}

@@ -175,6 +175,8 @@ class ClusterExecutor:
         self._epoch = uuid.uuid4().hex  # this head's dispatch numbering
         self._suspect: set[str] = set()  # GPU workers lost mid-call, not yet answering again
         self._placing: dict[str, tuple[_Actor, Any]] = {}  # node -> CPU worker being placed
+        # GPU workers found by name (from before a head restart) -> the keys they held then
+        self._adopted: dict[str, tuple[str, ...]] = {}
         self._stopped = threading.Event()
         self.membership_changes: list[tuple[float, str, str]] = []  # (time, "join"|"leave", id)
         # Audit hook: (step, node id or "local", bytes reserved for it there) at each dispatch.
@@ -207,15 +209,21 @@ class ClusterExecutor:
             gone = [nid for nid in self._nodes if nid not in alive]
         for nid in gone:
             self._drop_node(nid)
-        for nid, info in alive.items():
-            with self._lock:
-                known = nid in self._nodes or nid in self._refused
-            if not known:
-                self._add_node(nid, info)
+        with self._lock:
+            joined = [(nid, info) for nid, info in alive.items()
+                      if nid not in self._nodes and nid not in self._refused]
+        # every new node's actors are created before any is waited for: their processes
+        # start together (a head starting on a cluster of N nodes waits once, not N times)
+        placed = [self._place_actors(nid, info) for nid, info in joined]
+        for args in placed:
+            self._add_node(*args)
         self._top_up()
         self._bind_slots()
 
-    def _add_node(self, nid: str, info: Mapping[str, Any]) -> None:
+    def _place_actors(self, nid: str, info: Mapping[str, Any]
+                      ) -> tuple[str, _Node, list[_Actor], set[str]]:
+        """Create (or find by name) a joining node's actors without waiting for them:
+        (node id, node, its actors, names of the GPU workers found from an earlier head)."""
         res = info.get("Resources", {})
         store = int(res.get("object_store_memory", 0))
         node = _Node(nid, str(info.get("NodeManagerAddress", "")),
@@ -224,10 +232,12 @@ class ClusterExecutor:
         pin = NodeAffinitySchedulingStrategy(nid, soft=False)
         gpu_cls, cpu_cls = gpu_actor_class(), cpu_actor_class()
         pending: list[_Actor] = []
+        found: set[str] = set()
         for i in range(node.gpus):
             name = f"{self.prefix}gpu-{short(nid)}-{i}"
             try:  # a detached worker from before a head restart: keys still resident
                 handle = ray.get_actor(name, namespace=NAMESPACE)
+                found.add(name)
             except ValueError:
                 handle = gpu_cls.options(
                     name=name, namespace=NAMESPACE, lifetime="detached",
@@ -238,6 +248,10 @@ class ClusterExecutor:
             handle = cpu_cls.options(scheduling_strategy=pin, runtime_env=self._runtime_env
                                      ).remote(name, self.spec)
             pending.append(_Actor(name, "cpu", nid, handle))
+        return nid, node, pending, found
+
+    def _add_node(self, nid: str, node: _Node, pending: list[_Actor], found: set[str]) -> None:
+        """Wait until a joining node's actors answer, then enter the node (or refuse it)."""
         for actor in pending:
             try:
                 info_ = ray.get(actor.handle.ready.remote(), timeout=120)
@@ -252,13 +266,19 @@ class ClusterExecutor:
             actor.metrics_url = info_["metrics_url"]
             actor.metrics_target = actor.metrics_url.removeprefix("http://").removesuffix(
                 "/metrics")
+            if actor.id in found:
+                with self._lock:
+                    self._adopted[actor.id] = tuple(info_["keys"])
+                log.info("found GPU worker %s from an earlier head with keys %s resident "
+                         "(%d key loads in its life)", actor.id,
+                         ", ".join(info_["keys"]) or "(none)", info_["key_loads"])
         node.actors = pending
         with self._lock:
             self._nodes[nid] = node
             self.membership_changes.append((time.time(), "join", nid))
             self._lock.notify_all()
         log.info("cluster node %s joined: %d GPU worker(s), %d CPU worker(s), ledger %d bytes",
-                 nid, node.gpus, node.cpus, store)
+                 nid, node.gpus, node.cpus, node.ledger.total)
 
     def _drop_node(self, nid: str) -> None:
         with self._lock:
@@ -590,6 +610,12 @@ class ClusterExecutor:
     def actors(self) -> list[_Actor]:
         with self._lock:
             return [a for n in self._nodes.values() for a in n.actors]
+
+    def resident_keys(self) -> list[str]:
+        """Proof kinds whose key a GPU worker found by name at start (a worker that outlived
+        an earlier head) already held: the head enters them as resident without a load."""
+        with self._lock:
+            return sorted({k for keys in self._adopted.values() for k in keys})
 
     def gpu_actor(self, device: str) -> Any:
         with self._lock:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -16,6 +17,9 @@ from cuzk.cluster.executor import ClusterExecutor
 from cuzk.cluster.worker import ProverSpec
 from cuzk.engine.engine import Engine
 from cuzk.engine.settings import EngineSettings
+from cuzk.errors import CuzkError
+
+log = logging.getLogger(__name__)
 
 
 def connect(address: str) -> None:
@@ -66,3 +70,21 @@ def cluster_engine(
     except BaseException:
         executor.close()
         raise
+
+
+def adopt_resident_keys(engine: Engine) -> list[str]:
+    """After a head restart: enter the keys that GPU workers found by name still hold in the
+    head's key table as resident. The worker answers from its resident key (``key_info``), so
+    nothing is loaded again; a key of a kind no longer configured is left alone."""
+    executor: Any = engine.prover
+    adopted = []
+    for kind in executor.resident_keys():
+        if kind not in engine.settings.proof_kinds:
+            continue
+        try:
+            engine.preload(kind)
+        except CuzkError as e:  # the worker went away meanwhile: its first job loads it
+            log.warning("key of %s not adopted from the GPU workers: %s", kind, e)
+            continue
+        adopted.append(kind)
+    return adopted

@@ -120,11 +120,19 @@ class DispatchOrder:
         self._next = 0
         self._running = False
         self._free_since = 0.0
+        self._inside = 0
+
+    @property
+    def inside(self) -> int:
+        """Calls here now: the one running and those waiting their turn."""
+        with self._cond:
+            return self._inside
 
     @contextmanager
     def turn(self, ticket: tuple[str, int]) -> Iterator[None]:
         epoch, n = ticket
         with self._cond:
+            self._inside += 1
             if epoch != self._epoch:
                 self._epoch, self._next = epoch, n
                 self._free_since = time.monotonic()
@@ -143,6 +151,7 @@ class DispatchOrder:
             yield
         finally:
             with self._cond:
+                self._inside -= 1
                 self._running = False
                 self._free_since = time.monotonic()
                 if self._epoch == epoch:

@@ -1,10 +1,13 @@
-"""A real job across the two nodes on the CPU prover (acceptance checks 3 and 10): every proof
-checked by snarkjs; one trace per job across the head and the worker actors, each step's span
-recorded by the actor that ran it and naming its node."""
+"""Real jobs across the two nodes on the CPU prover, every proof checked by snarkjs: each step's
+span recorded by the actor that ran it, naming its node, in one trace per job across the head
+and the worker actors (acceptance checks 3 and 10); the head, a ``cuzk serve --cluster``
+process, killed with SIGKILL and started again (check 7)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,12 +21,31 @@ KIND = "winning-post"
 PARTITIONS = 3
 
 
+class RealHead:
+    """The in-process head of this module's tests, its span sink and its cluster. ``retire``
+    stops it and kills its actors, detached GPU worker included (the head-restart test hands
+    the cluster to a ``cuzk serve`` process); idempotent."""
+
+    def __init__(self, engine: Any, sink: Any, setup: Any, cluster: Any) -> None:
+        self.engine, self.sink, self.setup, self.cluster = engine, sink, setup, cluster
+        self.retired = False
+
+    def retire(self) -> None:
+        import ray
+
+        if self.retired:
+            return
+        self.retired = True
+        self.engine.shutdown(timeout=10)
+        for a in self.engine.prover.actors():
+            ray.kill(a.handle, no_restart=True)
+
+
 @pytest.fixture(scope="module")
 def real_head(in_namespace: bool, bundled) -> Iterator[Any]:
     if not in_namespace:
         yield None
         return
-    import ray
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
     from cuzk.cluster.runtime import cluster_engine
@@ -35,18 +57,17 @@ def real_head(in_namespace: bool, bundled) -> Iterator[Any]:
         backend="cpu", memory_budget_bytes=1 << 30,
         proof_kinds={KIND: ProofKindSettings(KIND, PARTITIONS, "critical", zkey=b.zkey_path)})
     # the head and every actor export to one OTLP receiver, as they would to a collector
-    with span_sink() as sink, two_nodes():
+    with span_sink() as sink, two_nodes() as cluster:
         env = sink.env()
         provider = configure_tracing("cuzk", env, export_processor=SimpleSpanProcessor).provider
         engine = cluster_engine(settings, None, tracer_provider=provider, prefix="real-",
                                 otel_env=env)
         engine.start()
+        head = RealHead(engine, sink, b, cluster)
         try:
-            yield engine, sink, b
+            yield head
         finally:
-            engine.shutdown(timeout=10)
-            for a in engine.prover.actors():
-                ray.kill(a.handle, no_restart=True)
+            head.retire()
             provider.shutdown()
 
 
@@ -69,7 +90,7 @@ def _job_trace(sink: Any, job_id: str) -> dict[str, list[ExportedSpan]]:
 
 def test_real_job_is_proven_across_nodes_and_snarkjs_verifies(real_head, snarkjs,
                                                               tmp_path: Path):
-    engine, sink, b = real_head
+    engine, sink, b = real_head.engine, real_head.sink, real_head.setup
     job = engine.submit(KIND, [b.inputs] * PARTITIONS)
     done = engine.wait(job.id, 240)
     assert done.outcome == "succeeded", done.error
@@ -123,7 +144,7 @@ def test_real_job_is_proven_across_nodes_and_snarkjs_verifies(real_head, snarkjs
 
 
 def test_bad_inputs_fail_the_job_with_the_witness_error_not_a_retry(real_head):
-    engine, _, b = real_head
+    engine, b = real_head.engine, real_head.setup
     before = sum(engine.snapshot().partition_retries.values())
     bad = dict(b.inputs)
     bad.pop(next(iter(bad)))
@@ -132,3 +153,111 @@ def test_bad_inputs_fail_the_job_with_the_witness_error_not_a_retry(real_head):
     with pytest.raises(CuzkError):  # refused at submit by the head's own input check
         engine.submit(KIND, [bad] * PARTITIONS)
     assert sum(engine.snapshot().partition_retries.values()) == before
+
+
+RESTART_PARTITIONS = 4
+
+
+def test_head_killed_and_restarted_finds_its_gpu_worker_with_the_key_resident(
+        real_head, tmp_path: Path):
+    """Check 7: ``cuzk serve --cluster`` (a real process) is killed with SIGKILL while a job is
+    half proven, and started again on the same journal. The detached GPU worker is the same
+    process with the key it had (its key-load count does not move), the unfinished
+    partitions resume (those journaled before the kill are served as journaled, not proven
+    again), the job finished before the kill is served by id, and snarkjs verifies every proof.
+
+    Runs last in this module: it retires the in-process head (the GPU node has one GPU), and
+    it kills the GPU worker it leaves behind."""
+    import httpx
+    import ray
+
+    from cuzk.cluster import NAMESPACE
+    from cuzk.cluster.executor import short
+    from cuzk.serve_process import ServeProcess, read_journal, serve_env
+    from tests.cluster._cluster import gpu_node
+    from tests.cuzk.cli._durability import KEYS_DIR, verify_all
+
+    real_head.retire()
+    journal = tmp_path / "journal.sqlite3"
+    env = serve_env(journal, KEYS_DIR, CUZK_CLUSTER_SD_FILE=str(tmp_path / "cuzk_sd.json"),
+                    CUZK_PROOF_KINDS_WINNING_POST_PARTITIONS=str(RESTART_PARTITIONS),
+                    # a job resumed after the kill must finish, not be cut at a deadline
+                    CUZK_PROOF_KINDS_WINNING_POST_DEADLINE="")
+    args = ("--cluster", real_head.cluster.address)
+    inputs = real_head.setup.inputs
+    bound = time.monotonic() + 200  # the whole test, on a loaded 2-core machine
+    gpu_name = f"gpu-{short(gpu_node(real_head.cluster).node_id)}-0"
+    server = ServeProcess(env, args)
+    try:
+        server.start(timeout=150)
+        server.ready()
+        with httpx.Client(base_url=server.url, timeout=30) as c:
+            r = c.post("/v1/proofs", json={"proof_kind": KIND,
+                                           "inputs": [inputs] * RESTART_PARTITIONS})
+            assert r.status_code == 202, r.text
+            finished = _wait_done(c, r.json()["id"], bound)
+            r = c.post("/v1/proofs", json={"proof_kind": KIND,
+                                           "inputs": [inputs] * RESTART_PARTITIONS})
+            assert r.status_code == 202, r.text
+            job_id = r.json()["id"]
+        while True:  # kill once the job is partly journaled
+            done = [i for (j, i) in read_journal(journal)[1] if j == job_id]
+            if done:
+                break
+            assert time.monotonic() < bound, "no partition journaled"
+            time.sleep(0.02)
+        server.kill()
+        jobs, proofs = read_journal(journal)
+        before = {i: p for (j, i), p in proofs.items() if j == job_id}
+        assert 1 <= len(before) < RESTART_PARTITIONS, sorted(before)  # killed mid-job
+        assert jobs[job_id]["state"] not in ("succeeded", "failed", "cancelled")
+
+        gpu = ray.get_actor(gpu_name, namespace=NAMESPACE)
+        pid = ray.get(gpu.pid.remote())
+        held = ray.get(gpu.snapshot.remote())
+        assert held["keys"] == [KIND] and held["key_loads"] == 1, held
+
+        t0 = time.monotonic()
+        server = ServeProcess(env, args)
+        server.start(timeout=150)
+        server.ready()
+        assert "keys still resident in GPU workers, not loaded again: winning-post" \
+            in server.output
+        with httpx.Client(base_url=server.url, timeout=30) as c:
+            resumed = _wait_done(c, job_id, bound)
+            recovery_s = time.monotonic() - t0
+            again = c.get(f"/v1/proofs/{finished['id']}")
+            assert again.status_code == 200, again.text
+            assert again.json()["proofs"] == finished["proofs"]  # by id, as before the kill
+            vk = c.get(f"/v1/circuits/{KIND}/verification_key").json()
+        after = ray.get(gpu.snapshot.remote())
+        assert ray.get(gpu.pid.remote()) == pid  # the same process, found by name
+        assert after["key_loads"] == 1 and after["keys"] == [KIND], after  # nothing reloaded
+    finally:
+        server.kill()
+        with contextlib.suppress(ValueError):  # the cluster is shared: free its one GPU
+            ray.kill(ray.get_actor(gpu_name, namespace=NAMESPACE), no_restart=True)
+    _, proofs = read_journal(journal)
+    served = [p["proof"] for p in resumed["proofs"]]
+    assert len(served) == RESTART_PARTITIONS
+    for i, proof in before.items():  # journaled before the kill: served as it was
+        assert json.loads(proof) == served[i]
+    for i, proof in enumerate(served):  # served = journaled, one row per partition
+        assert json.loads(proofs[(job_id, i)]) == proof
+    items = [{"name": f"{job['id']}[{i}]", "vk": vk, "public": p["public"],
+              "proof": p["proof"]} for job in (finished, resumed)
+             for i, p in enumerate(job["proofs"])]
+    assert verify_all(items) == 2 * RESTART_PARTITIONS
+    print(f"head kill -9: {len(before)} of {RESTART_PARTITIONS} partitions journaled; "
+          f"restart to the job's success {recovery_s:.1f} s")
+
+
+def _wait_done(client: Any, job_id: str, bound: float) -> dict:
+    while True:
+        r = client.get(f"/v1/proofs/{job_id}", params={"wait": 10})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        if body["state"] in ("succeeded", "failed", "cancelled"):
+            assert body["state"] == "succeeded", body
+            return body
+        assert time.monotonic() < bound, body

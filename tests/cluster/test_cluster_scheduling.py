@@ -111,24 +111,39 @@ def test_critical_gpu_phase_starts_before_queued_normal_partitions(head):
 
 
 @pytest.mark.parametrize("round_", range(3))
-def test_gpu_worker_killed_mid_phase_retries_once(head, round_):
+def test_gpu_worker_killed_with_both_prefetch_slots_full_retries_each_call_once(head, round_):
+    """Check 5 at prefetch depth 2: the GPU worker is killed while one GPU phase runs in it and
+    a second waits its turn there. Both calls are lost with the process, so
+    ``retries{phase="gpu",reason="worker_lost"}`` rises by exactly 2 (one per partition that
+    was in the actor; 1 when only one was), nothing else is retried, and the job succeeds with
+    every partition proven once."""
     import ray
 
     engine, executor, _, _ = head
     gpu = _gpu_handle(executor)
     before = dict(engine.snapshot().partition_retries)
     pid = ray.get(gpu.pid.remote())
-    ray.get(gpu.script_hold.remote("victim"))
-    job = engine.submit("winning-post", [{"tag": "victim"}])
-    assert ray.get(gpu.script_entered.remote(30.0))
+    ray.get(gpu.script_hold.remote(None))  # the first GPU phase, whichever partition it is
+    job = engine.submit("porep-c2", _tags(10, f"k{round_}-"))
+    try:
+        assert ray.get(gpu.script_entered.remote(30.0))
+        deadline = time.monotonic() + 30
+        while ray.get(gpu.calls_inside.remote()) < 2:  # the prefetched one has arrived
+            assert time.monotonic() < deadline, "no second partition prefetched"
+            time.sleep(0.01)
+        assert ray.get(gpu.calls_inside.remote()) == 2  # never more than depth 2
+    except BaseException:
+        ray.get(gpu.script_release.remote())
+        raise
     os.kill(pid, signal.SIGKILL)
     done = engine.wait(job.id, 90)
     assert done.outcome == "succeeded", done.error
     after = engine.snapshot().partition_retries
-    assert after[("gpu", "worker_lost")] - before.get(("gpu", "worker_lost"), 0) == 1
+    assert after[("gpu", "worker_lost")] - before.get(("gpu", "worker_lost"), 0) == 2
     others = {k: v - before.get(k, 0) for k, v in after.items() if k != ("gpu", "worker_lost")}
-    assert set(others.values()) == {0}, others
-    assert len(done.view().proofs or ()) == 1
+    assert set(others.values()) <= {0}, others
+    tags = sorted(public[0] for _, public in done.view().proofs or ())
+    assert tags == sorted(f"k{round_}-{i}" for i in range(10))  # once each
     assert ray.get(gpu.pid.remote()) != pid  # Ray restarted the process; the slot kept it
 
 
@@ -314,17 +329,17 @@ def test_busy_gauge_comes_from_the_gpu_worker_and_vanishes_with_it(head, tmp_pat
         ray.get(gpu.script_release.remote())
 
 
-@pytest.mark.parametrize("round_", range(3))
-def test_gpu_node_removed_mid_job_and_added_back(head, round_):
+def test_gpu_node_removed_mid_job_and_added_back(head):
     """Check 6: the node with the GPU dies mid-job (no graceful exit) and a new one joins:
-    the job succeeds, every partition proven once; recovery time is printed."""
+    the job succeeds, every partition proven once; recovery time is printed. Once here (about
+    15 s); ``cuzk bench cluster`` repeats it 10 times (``--node-losses``)."""
     import ray
 
     from tests.cluster._cluster import add_gpu_node, gpu_node
 
     engine, executor, cluster, _ = head
     ray.get(_gpu_handle(executor).script_delay.remote("gpu", 0.2))  # a job long enough to hit
-    job = engine.submit("porep-c2", _tags(10, f"r{round_}-"))
+    job = engine.submit("porep-c2", _tags(10, "r-"))
     deadline = time.monotonic() + 60
     while _gpu_worker(engine)["state"] != "proving" and not engine.get(job.id).terminal:
         assert time.monotonic() < deadline
@@ -337,6 +352,6 @@ def test_gpu_node_removed_mid_job_and_added_back(head, round_):
     assert done.outcome == "succeeded", done.error
     proofs = done.view().proofs or ()
     tags = [tuple(public) for _, public in proofs]
-    assert sorted(tags) == sorted((f"r{round_}-{i}",) for i in range(10))  # once each
+    assert sorted(tags) == sorted((f"r-{i}",) for i in range(10))  # once each
     print(f"node removed mid-job, recovered in {recovered_s:.1f} s; retries "
           f"{dict(engine.snapshot().partition_retries)}")

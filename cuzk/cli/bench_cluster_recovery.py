@@ -1,0 +1,130 @@
+"""The recovery figures of ``cuzk bench cluster``.
+
+Node loss (``node_losses``): the GPU node removed without a graceful exit while a job's GPU
+phases run, and a new GPU node added; per repetition the seconds from the removal to the job's
+success, jobs lost and partitions proven more than once (both must stay 0).
+
+Head restart (``head_restart``): a real ``cuzk serve --cluster`` head killed with SIGKILL while
+a job is partly journaled, then started again on the same journal. Per run: seconds from the
+new start to ``/readyz`` 200 (the journal replayed, the detached GPU worker found by name, new
+CPU workers placed) and to the resumed job's success; and the key loads the restart cost the
+GPU worker (0 when its key stayed resident). The CPU prover plays the GPU, so the job time is
+this machine's, not a GPU's.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+KIND = "winning-post"
+
+
+def node_losses(engine: Any, executor: Any, cluster: Any, reps: int, kind: str,
+                partitions: int) -> dict[str, Any]:
+    """``reps`` removals of the GPU node mid-job (scripted prover, 0.2 s GPU phases)."""
+    import ray
+
+    from cuzk.cluster.local import add_gpu_node
+
+    recovered: list[float] = []
+    lost = duplicates = 0
+    for rep in range(reps):
+        gpu = _bound_gpu(executor)
+        ray.get(gpu.script_delay.remote("gpu", 0.2))  # a job long enough to be hit
+        job = engine.submit(kind, [{"tag": f"loss{rep}-{i}"} for i in range(partitions)])
+        bound = time.monotonic() + 120
+        while ray.get(gpu.snapshot.remote())["state"] != "proving":
+            if engine.get(job.id).terminal or time.monotonic() > bound:
+                raise RuntimeError("the GPU phase never started before the node was removed")
+            time.sleep(0.01)
+        removed_at = time.monotonic()
+        cluster.remove_node(next(iter(cluster.worker_nodes)), allow_graceful=False)
+        add_gpu_node(cluster)
+        done = engine.wait(job.id, 300)
+        if done.outcome != "succeeded":
+            lost += 1
+            continue
+        recovered.append(time.monotonic() - removed_at)
+        tags = [tuple(public) for _, public in done.view().proofs or ()]
+        duplicates += len(tags) - len(set(tags))
+        if sorted(set(tags)) != sorted((f"loss{rep}-{i}",) for i in range(partitions)):
+            lost += 1
+    return {"node_loss_reps": reps, "node_loss_recovered_s": recovered,
+            "node_loss_jobs_lost": lost, "node_loss_duplicate_proofs": duplicates}
+
+
+def _bound_gpu(executor: Any, timeout: float = 300.0) -> Any:
+    """The GPU worker bound to slot-0 (a new node's worker is placed after it joins)."""
+    bound = time.monotonic() + timeout
+    while (gpu := executor.gpu_actor("slot-0")) is None:
+        if time.monotonic() > bound:
+            raise RuntimeError(f"no GPU worker bound within {timeout:g} s")
+        time.sleep(0.05)
+    return gpu
+
+
+def head_restart(address: str, gpu_name: str, runs: int, partitions: int,
+                 workdir: Path) -> dict[str, Any]:
+    """``runs`` kill -9 / restart cycles of a head at ``address``, each on a fresh journal."""
+    import httpx
+    import ray
+
+    from cuzk.circuits.registry import bundled_circuits
+    from cuzk.cluster import NAMESPACE
+    from cuzk.serve_process import ServeProcess, read_journal, serve_env
+
+    inputs = json.loads(Path(bundled_circuits()[KIND].sample_input_path).read_text())
+    ready_s: list[float] = []
+    done_s: list[float] = []
+    loads: list[int] = []
+    journaled: list[int] = []
+    for run in range(runs):
+        journal = workdir / f"journal-{run}.sqlite3"
+        kind_env = f"CUZK_PROOF_KINDS_{KIND.upper().replace('-', '_')}"
+        env = serve_env(journal, None) | {
+            "CUZK_CLUSTER_SD_FILE": str(workdir / "cuzk_sd.json"),
+            f"{kind_env}_PARTITIONS": str(partitions),
+            f"{kind_env}_DEADLINE": ""}  # a resumed job must finish, not miss a deadline
+        server = ServeProcess(env, ("--cluster", address))
+        try:
+            server.start(timeout=300)
+            server.ready(timeout=300)
+            r = httpx.post(f"{server.url}/v1/proofs", timeout=30,
+                           json={"proof_kind": KIND, "inputs": [inputs] * partitions})
+            r.raise_for_status()
+            job_id = r.json()["id"]
+            bound = time.monotonic() + 600
+            while not [i for (j, i) in read_journal(journal)[1] if j == job_id]:
+                if time.monotonic() > bound:
+                    raise RuntimeError("no partition journaled within 600 s")
+                time.sleep(0.02)
+            server.kill()
+            journaled.append(sum(1 for (j, _) in read_journal(journal)[1] if j == job_id))
+            gpu = ray.get_actor(gpu_name, namespace=NAMESPACE)
+            before = ray.get(gpu.snapshot.remote())["key_loads"]
+            t0 = time.monotonic()
+            server = ServeProcess(env, ("--cluster", address))
+            server.start(timeout=300)
+            server.ready(timeout=300)
+            ready_s.append(time.monotonic() - t0)
+            while True:
+                body = httpx.get(f"{server.url}/v1/proofs/{job_id}", params={"wait": 10},
+                                 timeout=30).json()
+                if body["state"] in ("succeeded", "failed", "cancelled"):
+                    break
+            if body["state"] != "succeeded":
+                raise RuntimeError(f"resumed job ended {body['state']}: {body.get('error')}")
+            done_s.append(time.monotonic() - t0)
+            loads.append(ray.get(gpu.snapshot.remote())["key_loads"] - before)
+        finally:
+            server.kill()
+    return {
+        "head_restart_partitions": partitions,
+        "head_restart_journaled_at_kill": journaled,
+        "head_restart_ready_s": ready_s,
+        "head_restart_job_done_s": done_s,
+        "head_restart_key_loads": loads,
+    }
