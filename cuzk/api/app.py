@@ -2,8 +2,9 @@
 
 Every engine call runs in a worker thread, so a slow submit (witness checks), a key preload or
 a long-poll never stalls the event loop. Requests are validated completely before the engine is
-called, and every problem is answered with a 4xx JSON body ``{"error": "..."}`` that says what is
-wrong, so bad input never reaches (or disturbs) the engine.
+called (bodies and queries by the protocol's pydantic shapes, ``cuzk.api.validation``), and
+every problem is answered with a 4xx JSON body ``{"error": "..."}`` that says what is wrong, so
+bad input never reaches (or disturbs) the engine.
 
 Status codes: 202 submit accepted (the same job again for a repeated ``request_id``); 400
 malformed JSON, a body that is not an object, missing/unknown/mistyped fields, the wrong number
