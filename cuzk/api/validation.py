@@ -15,7 +15,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
-from pydantic_core import ErrorDetails
 
 from cuzk.api.signals import OversizeNumber
 from cuzk.protocol_requests import ProofQuery, SubmitRequest
@@ -99,11 +98,12 @@ class Shape(Generic[T]):
         try:
             return self.adapter.validate_python(data)
         except ValidationError as e:
-            raise RequestInvalid(self.message(e.errors(include_url=False))) from None
+            errors: list[Mapping[str, Any]] = list(e.errors(include_url=False))
+            raise RequestInvalid(self.message(errors)) from None
 
     # ---- messages
 
-    def message(self, errors: Sequence[ErrorDetails]) -> str:
+    def message(self, errors: Sequence[Mapping[str, Any]]) -> str:
         unknown = [str(e["loc"][-1]) for e in errors if e["type"] == "extra_forbidden"]
         missing = [str(e["loc"][-1]) for e in errors if e["type"] == "missing"]
         problems = [self._unknown(unknown)] if unknown else []
@@ -124,7 +124,7 @@ class Shape(Generic[T]):
         return (f"unknown {_plural(len(names), 'field')}: {shown}"
                 f" (allowed: {', '.join(self.fields)})")
 
-    def _problem(self, error: ErrorDetails) -> str:
+    def _problem(self, error: Mapping[str, Any]) -> str:
         loc, kind, value = error["loc"], error["type"], error.get("input")
         if not loc:
             if kind in _OBJECT_TYPES:
