@@ -4,6 +4,7 @@ cuzk.protocol_requests), and the names are spelled once."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 from starlette.testclient import TestClient
@@ -15,10 +16,11 @@ from cuzk.protocol_requests import MAX_REQUEST_ID_CHARS, MAX_WAIT_SECONDS
 from cuzk.testing import ScriptedProver, wait_until
 
 PACKAGE = Path(__file__).resolve().parents[3] / "cuzk"
+DOCUMENT = functools.cache(openapi_schema)  # generated once for the tests that only read it
 
 
 def test_document_enums_are_the_protocol_names():
-    schemas = openapi_schema()["components"]["schemas"]
+    schemas = DOCUMENT()["components"]["schemas"]
     assert schemas["PartitionInfo"]["properties"]["phase"]["enum"] == list(PARTITION_PHASES)
     assert schemas["JobInfo"]["properties"]["state"]["enum"] == list(JOB_STATES)
     assert schemas["JobInfo"]["properties"]["priority"]["enum"] == list(PRIORITIES)
@@ -84,7 +86,7 @@ def test_phase_state_and_priority_names_are_listed_once():
 def test_request_schemas_are_the_shapes_requests_are_validated_with():
     """The submit body and the long-poll query are documented from the pydantic shapes the API
     validates with, constraints included: what is refused is what the document forbids."""
-    doc = openapi_schema()
+    doc = DOCUMENT()
     submit = doc["components"]["schemas"]["SubmitRequest"]
     assert submit == SUBMIT.schema
     assert submit["properties"]["request_id"]["maxLength"] == MAX_REQUEST_ID_CHARS

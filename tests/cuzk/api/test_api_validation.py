@@ -108,7 +108,7 @@ _PYDANTIC = re.compile(r"Input should|pydantic|errors\.|type=|\[type|Field requi
                        r"Extra inputs|Value error|dict_type|string_type|validation error")
 
 
-@settings(max_examples=80, deadline=None, derandomize=True, database=None,
+@settings(max_examples=50, deadline=None, derandomize=True, database=None,
           suppress_health_check=list(HealthCheck))
 @given(body=_BODIES | _JSON)
 def test_every_refusal_names_a_field_in_the_projects_words(body: Any) -> None:
