@@ -91,6 +91,7 @@ class Shape(Generic[T]):
         self.subject = subject  # "request body", "query"
 
     def validate(self, data: Any) -> T:
+        """``data`` as the shape (RequestInvalid telling every problem found)."""
         if self.closed and isinstance(data, dict):
             unknown = [k for k in data if k not in self.fields]
             if unknown:
