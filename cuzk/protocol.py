@@ -4,8 +4,9 @@ Clients send and receive these strings (``priority`` in ``POST /v1/proofs``, the
 ``--priority``, each job's ``state`` and each partition's ``phase``, the ``phase`` and
 ``status`` labels of the metrics), so changing one is a protocol change. The engine builds its
 answers in these shapes, the API serves them, the OpenAPI document is generated from them
-(``cuzk.api.openapi``) and the CLI reads them. Only the standard library is imported here, so a
-client pays nothing for it.
+(``cuzk.api.openapi``) and the CLI reads them. Only the standard library (and typing_extensions)
+is imported here, so a client pays nothing for it; the requests, which the server validates
+with pydantic, are declared beside it in ``cuzk.protocol_requests``.
 """
 
 from __future__ import annotations
@@ -157,22 +158,9 @@ def _open(shape: type[_Shape]) -> type[_Shape]:
 
 
 # ---- requests ---------------------------------------------------------------------------
-
-
-@_closed
-class SubmitRequest(TypedDict):
-    """``POST /v1/proofs``."""
-
-    proof_kind: str
-    inputs: list[dict[str, Any]]
-    """One object of circuit input signals per partition; as many as the kind's partitions."""
-    request_id: NotRequired[str]
-    """Idempotency key: a repeat returns the same job (a new attempt after failure)."""
-    priority: NotRequired[Priority]
-    """Defaults to the proof kind's configured priority."""
-    deadline: NotRequired[str]
-    """RFC 3339 time (``2026-12-01T16:30:00Z``) by which the proofs are needed; defaults to
-    the proof kind's configured relative deadline (none for kinds without one)."""
+# What a client sends (``SubmitRequest``, the proof long-poll's query) is declared in
+# ``cuzk.protocol_requests``: pydantic validates requests with those shapes, and a client that
+# imports this module does not pay for pydantic.
 
 
 # ---- jobs -------------------------------------------------------------------------------

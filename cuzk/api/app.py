@@ -2,8 +2,9 @@
 
 Every engine call runs in a worker thread, so a slow submit (witness checks), a key preload or
 a long-poll never stalls the event loop. Requests are validated completely before the engine is
-called, and every problem is answered with a 4xx JSON body ``{"error": "..."}`` that says what is
-wrong, so bad input never reaches (or disturbs) the engine.
+called (bodies and queries by the protocol's pydantic shapes, ``cuzk.api.validation``), and
+every problem is answered with a 4xx JSON body ``{"error": "..."}`` that says what is wrong, so
+bad input never reaches (or disturbs) the engine.
 
 Status codes: 202 submit accepted (the same job again for a repeated ``request_id``); 400
 malformed JSON, a body that is not an object, missing/unknown/mistyped fields, the wrong number
@@ -52,7 +53,8 @@ from cuzk.api.input_bounds import kind_body_limit, parse_reservation
 from cuzk.api.limits import Admission, InFlightLimit
 from cuzk.api.logsafe import loggable
 from cuzk.api.openapi_front import front_end_document
-from cuzk.api.signals import OversizeNumber, check_signal_values, parse_json_int
+from cuzk.api.signals import check_signal_values, parse_json_int
+from cuzk.api.validation import PROOF_QUERY, SUBMIT, RequestInvalid
 from cuzk.config import Config
 from cuzk.errors import (
     CuzkError,
@@ -62,7 +64,8 @@ from cuzk.errors import (
     MemoryRequestTooLarge,
     Unavailable,
 )
-from cuzk.protocol import DEADLINE_REJECTED_STATUS, PRIORITIES, TERMINAL_STATES, CircuitInfo
+from cuzk.protocol import DEADLINE_REJECTED_STATUS, TERMINAL_STATES, CircuitInfo
+from cuzk.protocol_requests import SubmitRequest, deadline_seconds
 from cuzk.telemetry.metrics import EngineMetrics
 
 if TYPE_CHECKING:
@@ -70,13 +73,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("cuzk.api")
 
-MAX_WAIT_SECONDS = 300.0
-"""Longest ``?wait=`` long-poll accepted; clients wanting longer simply poll again."""
 _WAIT_SLICE_SECONDS = 1.0
 """A long-poll waits in slices so a client that went away frees its thread within a second."""
-MAX_REQUEST_ID_CHARS = 256
-SUBMIT_FIELDS = ("proof_kind", "inputs", "request_id", "priority", "deadline")
-REQUIRED_SUBMIT_FIELDS = ("proof_kind", "inputs")
 
 
 class ApiError(Exception):
@@ -105,32 +103,6 @@ def server_file_fault(e: FormatError) -> JSONResponse:
         body["section"] = section
     body["problem"] = e.problem
     return JSONResponse(body, status_code=500)
-
-
-def _json_type(value: object) -> str:
-    """JSON's name for a value's type, for messages a client can act on."""
-    if value is None:
-        return "null"
-    if isinstance(value, OversizeNumber):
-        return "number"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
-
-
-def _describe(value: object) -> str:
-    if isinstance(value, OversizeNumber):
-        return f"a number of {value.digits} digits"
-    text = json.dumps(value) if not isinstance(value, (dict, list)) else _json_type(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 # --------------------------------------------------------------------------- request parsing
@@ -192,103 +164,24 @@ def parse_json(body: bytes) -> Any:
         raise ApiError(400, "malformed JSON: nested too deeply") from None
 
 
-def parse_deadline(value: Any) -> float:
-    """An RFC 3339 time (with its offset, or ``Z``) as Unix seconds."""
-    from datetime import datetime
-
-    if not isinstance(value, str) or not value:
-        raise ApiError(400, f"'deadline' must be an RFC 3339 time string such as"
-                            f" '2026-12-01T16:30:00Z', got {_describe(value)}")
+def parse_submit(body: Any) -> SubmitRequest:
+    """A ``POST /v1/proofs`` body as the protocol's ``SubmitRequest`` (400 saying every way it
+    is not one)."""
     try:
-        when = datetime.fromisoformat(value)
-    except ValueError:
-        raise ApiError(400, f"'deadline' is not an RFC 3339 time: {value!r} (for example"
-                            " '2026-12-01T16:30:00Z')") from None
-    if when.tzinfo is None:
-        raise ApiError(400, f"'deadline' {value!r} has no UTC offset; add 'Z' or '+00:00'")
-    return when.timestamp()
-
-
-def parse_submit(
-    body: Any,
-) -> tuple[str, list[dict[str, Any]], str | None, str | None, float | None]:
-    """Check the shape of a ``POST /v1/proofs`` body; returns (kind, inputs, request_id, prio,
-    deadline as Unix seconds)."""
-    if not isinstance(body, dict):
-        raise ApiError(400, f"request body must be a JSON object, got {_json_type(body)}")
-    unknown = [k for k in body if k not in SUBMIT_FIELDS]
-    if unknown:
-        raise ApiError(
-            400,
-            f"unknown field{'s' if len(unknown) > 1 else ''}: "
-            + ", ".join(repr(k) for k in unknown)
-            + f" (allowed: {', '.join(SUBMIT_FIELDS)})",
-        )
-    missing = [k for k in REQUIRED_SUBMIT_FIELDS if k not in body]
-    if missing:
-        raise ApiError(
-            400,
-            f"missing required field{'s' if len(missing) > 1 else ''}: "
-            + ", ".join(repr(k) for k in missing),
-        )
-    kind = body["proof_kind"]
-    if not isinstance(kind, str) or not kind:
-        raise ApiError(400, f"'proof_kind' must be a non-empty string, got {_describe(kind)}")
-    inputs = body["inputs"]
-    if not isinstance(inputs, list):
-        raise ApiError(
-            400,
-            f"'inputs' must be an array with one object per partition, got {_json_type(inputs)}",
-        )
-    for i, item in enumerate(inputs):
-        if not isinstance(item, dict):
-            raise ApiError(
-                400,
-                f"'inputs[{i}]' must be an object of signal names to values,"
-                f" got {_json_type(item)}",
-            )
-    request_id = body.get("request_id")
-    if request_id is not None:
-        if not isinstance(request_id, str) or not request_id:
-            raise ApiError(
-                400, f"'request_id' must be a non-empty string, got {_describe(request_id)}"
-            )
-        if len(request_id) > MAX_REQUEST_ID_CHARS:
-            raise ApiError(
-                400,
-                f"'request_id' is {len(request_id)} characters; at most"
-                f" {MAX_REQUEST_ID_CHARS} are allowed",
-            )
-        if not request_id.isprintable():
-            raise ApiError(400, "'request_id' must not contain control characters")
-    priority = body.get("priority")
-    if priority is not None and priority not in PRIORITIES:
-        raise ApiError(
-            400,
-            f"'priority' must be one of {', '.join(PRIORITIES)}; got {_describe(priority)}",
-        )
-    deadline = parse_deadline(body["deadline"]) if "deadline" in body else None
-    return kind, inputs, request_id, priority, deadline
+        return SUBMIT.validate(body)
+    except RequestInvalid as e:
+        raise ApiError(400, str(e)) from None
 
 
 def parse_wait(request: Request) -> float:
     """The ``?wait=`` long-poll in seconds (0 when absent)."""
-    values = request.query_params.getlist("wait")
-    if not values:
-        return 0.0
-    if len(values) > 1:
+    params = request.query_params
+    if len(params.getlist("wait")) > 1:
         raise ApiError(400, "'wait' given more than once")
-    text = values[0]
     try:
-        wait = float(text)
-    except ValueError:
-        wait = math.nan
-    if not math.isfinite(wait) or not 0 <= wait <= MAX_WAIT_SECONDS:
-        raise ApiError(
-            400,
-            f"'wait' must be a number of seconds from 0 to {MAX_WAIT_SECONDS:g}, got {text!r}",
-        )
-    return wait
+        return PROOF_QUERY.validate(dict(params)).get("wait", 0.0)
+    except RequestInvalid as e:
+        raise ApiError(400, str(e)) from None
 
 
 # --------------------------------------------------------------------------- the app
@@ -409,7 +302,9 @@ def create_app(
 
     async def accept(request: Request, raw: bytes, limits: dict[str, int]) -> Response:
         """Parse, check and submit a body already read, while its memory is reserved."""
-        kind, inputs, request_id, priority, deadline = parse_submit(parse_json(raw))
+        body = parse_submit(parse_json(raw))
+        kind, inputs = body["proof_kind"], body["inputs"]
+        deadline = body.get("deadline")
         entry = kind_known(kind, await call(engine.circuits))
         bound = limits.get(kind, body_limit)
         if len(raw) > bound:
@@ -436,10 +331,10 @@ def create_app(
             engine.submit,
             kind,
             inputs,
-            request_id=request_id,
-            priority=priority,
+            request_id=body.get("request_id"),
+            priority=body.get("priority"),
             trace_context=trace_context,
-            deadline=deadline,
+            deadline=None if deadline is None else deadline_seconds(deadline),
         )
         data = job.to_dict()
         return JSONResponse(data, status_code=202, headers={"Location": f"/v1/proofs/{data['id']}"})

@@ -1,8 +1,10 @@
 """The OpenAPI 3.1 document of the HTTP API, generated from the wire protocol.
 
 Every body shape comes from ``cuzk.protocol`` (its TypedDicts, turned into JSON Schema by
-pydantic), so the document cannot drift from what the server sends; what is written here is
-only what a shape cannot say: each route's summary, parameters and the meaning of each status.
+pydantic), so the document cannot drift from what the server sends; the request body and the
+query parameters come from ``cuzk.protocol_requests``, the shapes the server validates requests
+with, so it cannot drift from what the server accepts either. What is written here is only what
+a shape cannot say: each route's summary, parameters and the meaning of each status.
 A route is one ``Operation`` in ``OPERATIONS``; adding a route (or a status to every route)
 is adding an entry (or mapping over the list) before ``openapi_schema`` renders it.
 """
@@ -29,10 +31,10 @@ from cuzk.protocol import (
     SampleInput,
     ServerFault,
     StatusInfo,
-    SubmitRequest,
     VerificationKey,
     WorkersPausedInfo,
 )
+from cuzk.protocol_requests import ProofQuery, SubmitRequest
 
 REF_TEMPLATE = "#/components/schemas/{model}"
 SUBMIT_UNAVAILABLE = Error | DeadlineRejection
@@ -67,6 +69,19 @@ def param(name: str, where: str, description: str, schema: Mapping[str, Any],
           required: bool = True) -> dict[str, Any]:
     return {"name": name, "in": where, "required": required, "description": description,
             "schema": dict(schema)}
+
+
+def query_params(shape: Any) -> tuple[dict[str, Any], ...]:
+    """The query parameters of a protocol query shape: each field's schema and description,
+    from the shape the API validates the query with."""
+    schema = TypeAdapter(shape).json_schema()
+    required = set(schema.get("required", ()))
+    out = []
+    for name, field_schema in schema["properties"].items():
+        spec = {k: v for k, v in field_schema.items() if k not in ("title", "description")}
+        out.append(param(name, "query", field_schema.get("description", ""), spec,
+                         required=name in required))
+    return tuple(out)
 
 
 KIND = param("proof_kind", "path", "A configured proof kind, for example porep-c2.",
@@ -134,10 +149,7 @@ OPERATIONS: list[Operation] = [
     Operation(
         "get", "/v1/proofs/{job_id}", "getProof", "A job's state and, once succeeded, its proofs",
         description=_retention(),
-        parameters=(JOB, param("wait", "query", "Long-poll: wait up to this many seconds (0-300)"
-                               " for the job to finish.",
-                               {"type": "number", "minimum": 0, "maximum": 300},
-                               required=False)),
+        parameters=(JOB, *query_params(ProofQuery)),
         replies={200: Reply("The job.", JobInfo), 400: Reply("Bad wait value."),
                  404: Reply("Unknown job id.")},
     ),

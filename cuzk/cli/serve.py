@@ -233,10 +233,8 @@ def serve(config: Config) -> int:
 
     Returns 2 without serving when the journal cannot be used (the message says why).
     """
-    from cuzk.api.app import create_app
     from cuzk.engine import Engine
     from cuzk.engine.journal import JournalError
-    from cuzk.prover.real_prover import RealProver
     from cuzk.telemetry.metrics import EngineMetrics
     from cuzk.telemetry.tracing import configure_tracing
 
@@ -263,7 +261,9 @@ def serve(config: Config) -> int:
     try:
         if config.cluster.address:
             engine, sd_writer = _cluster_engine(config, settings, provider, otel_env)
-        else:
+        else:  # the prover (numba) and the API are imported once they are needed: --cluster
+            from cuzk.prover.real_prover import RealProver  # without Ray is told at once
+
             engine = Engine(settings, RealProver(settings), tracer_provider=provider)
     except JournalError as e:
         listener.close()
@@ -294,6 +294,8 @@ def serve(config: Config) -> int:
                 log.info("cluster: keys still resident in GPU workers, not loaded again: %s",
                          ", ".join(adopted))
         check_configured_keys(engine, config)
+        from cuzk.api.app import create_app
+
         app = create_app(engine, config, metrics=metrics,
                          propagator=tracing.propagator if tracing is not None else None)
         server = _Server(

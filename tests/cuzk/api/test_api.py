@@ -19,10 +19,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from cuzk.api.app import MAX_WAIT_SECONDS, create_app
+from cuzk.api.app import create_app
 from cuzk.config import Config, ServerConfig, TelemetryConfig
 from cuzk.engine.engine import Engine
 from cuzk.errors import WitnessError
+from cuzk.protocol_requests import MAX_WAIT_SECONDS
 from cuzk.testing import ScriptedProver
 
 # Starlette's TestClient nags about httpx and per-request timeouts; neither matters here.
@@ -251,6 +252,12 @@ def test_openapi_covers_every_route_and_body(client: TestClient, app: Any) -> No
 # --------------------------------------------------------------------------- bad input
 
 _OK_INPUTS = [{"tag": "1"}] * 3
+INPUTS_ABOUT = (" (one object of circuit input signals per partition; as many as the kind's"
+                " partitions)")
+REQUEST_ID = ("'request_id' must be a non-empty string of at most 256 characters, got {}"
+              " (idempotency key: a repeat returns the same job (a new attempt after failure))")
+WAIT = ("'wait' must be a number from 0 to 300, got {} (long-poll: wait up to this many seconds"
+        " for the job to finish)")
 
 BAD_REQUESTS: list[tuple[str, str, str, dict[str, Any], int, str]] = [
     # (name, method, path, httpx kwargs, status, text the error must contain)
@@ -273,15 +280,15 @@ BAD_REQUESTS: list[tuple[str, str, str, dict[str, Any], int, str]] = [
      "missing required field: 'inputs'"),
     ("unknown-field", "POST", "/v1/proofs",
      {"json": {"proof_kind": "porep-c2", "inputs": _OK_INPUTS, "colour": "red"}}, 400,
-     "unknown field: 'colour'"),
+     "unknown field: 'colour' (allowed: proof_kind, inputs, request_id, priority, deadline)"),
     ("kind-not-string", "POST", "/v1/proofs", {"json": {"proof_kind": 7, "inputs": []}}, 400,
      "'proof_kind' must be a non-empty string, got 7"),
     ("inputs-not-array", "POST", "/v1/proofs",
      {"json": {"proof_kind": "porep-c2", "inputs": {"tag": "x"}}}, 400,
-     "'inputs' must be an array with one object per partition, got object"),
+     "'inputs' must be an array of objects, got object" + INPUTS_ABOUT),
     ("input-not-object", "POST", "/v1/proofs",
      {"json": {"proof_kind": "porep-c2", "inputs": [{}, 5, {}]}}, 400,
-     "'inputs[1]' must be an object"),
+     "'inputs[1]' must be an object, got 5" + INPUTS_ABOUT),
     ("unknown-kind", "POST", "/v1/proofs", {"json": {"proof_kind": "nope", "inputs": [{}]}},
      404, "unknown proof kind 'nope' (available: porep-c2, winning-post)"),
     ("too-few-partitions", "POST", "/v1/proofs",
@@ -293,16 +300,26 @@ BAD_REQUESTS: list[tuple[str, str, str, dict[str, Any], int, str]] = [
      "takes 1 partition input (one object per partition in 'inputs'), got 2"),
     ("bad-priority", "POST", "/v1/proofs",
      {"json": {"proof_kind": "porep-c2", "inputs": _OK_INPUTS, "priority": "urgent"}}, 400,
-     "'priority' must be one of critical, high, normal, low; got \"urgent\""),
+     "'priority' must be one of critical, high, normal, low, got \"urgent\" (how urgent the"
+     " job is; defaults to the proof kind's configured priority)"),
     ("empty-request-id", "POST", "/v1/proofs",
      {"json": {"proof_kind": "porep-c2", "inputs": _OK_INPUTS, "request_id": ""}}, 400,
-     "'request_id' must be a non-empty string"),
+     REQUEST_ID.format('""')),
     ("numeric-request-id", "POST", "/v1/proofs",
      {"json": {"proof_kind": "porep-c2", "inputs": _OK_INPUTS, "request_id": 5}}, 400,
-     "'request_id' must be a non-empty string, got 5"),
+     REQUEST_ID.format("5")),
+    ("kind-lone-surrogate", "POST", "/v1/proofs",
+     {"content": b'{"proof_kind": "\\ud800", "inputs": [{}]}'}, 400,
+     "'proof_kind' is not Unicode text: it holds a lone UTF-16 surrogate"),
+    ("many-problems", "POST", "/v1/proofs",
+     {"json": {"proof_kind": "", "inputs": [], "priority": "soon", "deadline": 1}}, 400,
+     "'proof_kind' must be a non-empty string, got \"\"; 'priority' must be one of critical,"
+     " high, normal, low, got \"soon\" (how urgent the job is; defaults to the proof kind's"
+     " configured priority); 'deadline' must be an RFC 3339 time string such as"
+     " '2026-12-01T16:30:00Z', got 1"),
     ("long-request-id", "POST", "/v1/proofs",
      {"json": {"proof_kind": "porep-c2", "inputs": _OK_INPUTS, "request_id": "r" * 300}}, 400,
-     "'request_id' is 300 characters"),
+     "'request_id' is 300 characters; at most 256 are allowed"),
     ("request-id-other-kind", "POST", "/v1/proofs",
      {"json": {"proof_kind": "winning-post", "inputs": [{}], "request_id": "seed"}}, 409,
      "this request differs in proof kind 'winning-post' (was 'porep-c2')"),
@@ -313,12 +330,12 @@ BAD_REQUESTS: list[tuple[str, str, str, dict[str, Any], int, str]] = [
     ("cancel-unknown-job", "DELETE", "/v1/proofs/no-such-job", {}, 404,
      "no job with id 'no-such-job'"),
     ("wait-not-number", "GET", "/v1/proofs/{job}?wait=soon", {}, 400,
-     "'wait' must be a number of seconds from 0 to 300, got 'soon'"),
-    ("wait-negative", "GET", "/v1/proofs/{job}?wait=-1", {}, 400, "got '-1'"),
-    ("wait-nan", "GET", "/v1/proofs/{job}?wait=nan", {}, 400, "got 'nan'"),
-    ("wait-inf", "GET", "/v1/proofs/{job}?wait=inf", {}, 400, "got 'inf'"),
+     WAIT.format('"soon"')),
+    ("wait-negative", "GET", "/v1/proofs/{job}?wait=-1", {}, 400, WAIT.format('"-1"')),
+    ("wait-nan", "GET", "/v1/proofs/{job}?wait=nan", {}, 400, WAIT.format('"nan"')),
+    ("wait-inf", "GET", "/v1/proofs/{job}?wait=inf", {}, 400, WAIT.format('"inf"')),
     ("wait-too-long", "GET", f"/v1/proofs/{{job}}?wait={MAX_WAIT_SECONDS + 1:g}", {}, 400,
-     "from 0 to 300"),
+     WAIT.format(f'"{MAX_WAIT_SECONDS + 1:g}"')),
     ("wait-twice", "GET", "/v1/proofs/{job}?wait=1&wait=2", {}, 400, "'wait' given more than"),
     ("wait-unknown-job", "GET", "/v1/proofs/no-such-job?wait=1", {}, 404, "no job with id"),
     ("preload-unknown-kind", "POST", "/v1/keys/nope/preload", {}, 404,

@@ -45,6 +45,12 @@ def test_a_deadline_travels_and_is_reported(client):
     ("2030-01-01T00:00:00", "no UTC offset"),
     (17, "RFC 3339 time string"),
     ("2001-01-01T00:00:00Z", "already passed"),
+    # ISO 8601 forms that are not RFC 3339 (Python's fromisoformat takes them; the document
+    # says format date-time)
+    ("20300101T000000Z", "\"20300101T000000Z\" is not an RFC 3339 time such as"),
+    ("2030-01-01 00:00:00Z", "is not an RFC 3339 time"),
+    ("2030-01-01T00:00Z", "is not an RFC 3339 time"),
+    ("2030-02-30T00:00:00Z", "'deadline' \"2030-02-30T00:00:00Z\" is not a valid time (day is"),
 ])
 def test_a_bad_deadline_is_a_400(client, value, expected):
     r = client.post("/v1/proofs", json={"proof_kind": "plain", "inputs": [{"tag": "1"}],

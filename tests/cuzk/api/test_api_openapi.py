@@ -1,21 +1,26 @@
-"""The OpenAPI document is generated from cuzk.protocol, and the names are spelled once."""
+"""The OpenAPI document is generated from cuzk.protocol (and its requests from
+cuzk.protocol_requests), and the names are spelled once."""
 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 from starlette.testclient import TestClient
 
 from cuzk.api.openapi import OPERATIONS, Operation, Reply, openapi_schema
+from cuzk.api.validation import PROOF_QUERY, SUBMIT
 from cuzk.protocol import JOB_STATES, PARTITION_PHASES, PRIORITIES, WORKER_STATES, JobInfo
+from cuzk.protocol_requests import MAX_REQUEST_ID_CHARS, MAX_WAIT_SECONDS
 from cuzk.testing import ScriptedProver, wait_until
 
 PACKAGE = Path(__file__).resolve().parents[3] / "cuzk"
+DOCUMENT = functools.cache(openapi_schema)  # generated once for the tests that only read it
 
 
 def test_document_enums_are_the_protocol_names():
-    schemas = openapi_schema()["components"]["schemas"]
+    schemas = DOCUMENT()["components"]["schemas"]
     assert schemas["PartitionInfo"]["properties"]["phase"]["enum"] == list(PARTITION_PHASES)
     assert schemas["JobInfo"]["properties"]["state"]["enum"] == list(JOB_STATES)
     assert schemas["JobInfo"]["properties"]["priority"]["enum"] == list(PRIORITIES)
@@ -76,3 +81,20 @@ def test_phase_state_and_priority_names_are_listed_once():
                 if len(names & members) >= 3:
                     found.append((family, str(path.relative_to(PACKAGE)), node.lineno))
     assert found == [], found
+
+
+def test_request_schemas_are_the_shapes_requests_are_validated_with():
+    """The submit body and the long-poll query are documented from the pydantic shapes the API
+    validates with, constraints included: what is refused is what the document forbids."""
+    doc = DOCUMENT()
+    submit = doc["components"]["schemas"]["SubmitRequest"]
+    assert submit == SUBMIT.schema
+    assert submit["properties"]["request_id"]["maxLength"] == MAX_REQUEST_ID_CHARS
+    assert submit["properties"]["proof_kind"]["minLength"] == 1
+    assert submit["properties"]["deadline"]["format"] == "date-time"
+    wait = next(p for p in doc["paths"]["/v1/proofs/{job_id}"]["get"]["parameters"]
+                if p["name"] == "wait")
+    field = PROOF_QUERY.schema["properties"]["wait"]
+    assert wait == {"name": "wait", "in": "query", "required": False,
+                    "description": field["description"],
+                    "schema": {"type": "number", "minimum": 0, "maximum": MAX_WAIT_SECONDS}}
