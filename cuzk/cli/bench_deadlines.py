@@ -188,6 +188,7 @@ class Run:
     submitted: dict[str, int] = field(default_factory=dict)
     missed: dict[str, int] = field(default_factory=dict)
     rejected: dict[str, int] = field(default_factory=dict)
+    at_risk: dict[str, int] = field(default_factory=dict)  # admitted although predicted late
     winning_latency: list[float] = field(default_factory=list)
     busy: float = 0.0
     background_gpu_s: float = 0.0
@@ -211,6 +212,7 @@ class Run:
     def figures(self) -> dict[str, Any]:
         return {
             "submitted": self.submitted, "missed": self.missed, "rejected": self.rejected,
+            "admitted_at_risk": self.at_risk,
             "winning_p50_s": pct(self.winning_latency, 50),
             "winning_p99_s": pct(self.winning_latency, 99),
             "gpu_busy": round(self.busy, 4),
@@ -272,6 +274,8 @@ def run_once(name: str, order: Order, flat: bool, plan: Sequence[Arrival], hours
                 out.passed_at_submit += 1
                 continue
             predicted = engine.predicted_finish(job.id) if dl is not None else None
+            if job.admitted_at_risk:
+                out.at_risk[a.kind] = out.at_risk.get(a.kind, 0) + 1
             jobs.append((a, job, predicted, lag))
         end = t0 + hours * 3600.0 * scale
         for a, job, _, _ in jobs:  # deadline work settles (by its deadline under the new order)
@@ -292,12 +296,14 @@ def run_once(name: str, order: Order, flat: bool, plan: Sequence[Arrival], hours
                 if late:
                     out.missed[a.kind] = out.missed.get(a.kind, 0) + 1
                     out.missed_late_submit += lag > LAG_BOUND_S
+                    phases = {ph for p in info.partitions for ph in p.phase_ms}
                     out.missed_detail.append({  # where a missed job's time went (model s)
-                        "kind": a.kind, "submit_lag_s": round(lag, 3), "phases_s": {
+                        "kind": a.kind, "submit_lag_s": round(lag, 3),
+                        "deadline_after_submit_s": round(
+                            (job.deadline - job.submitted_at) / scale, 3),
+                        "duration_s": round(info.duration_s / scale, 3), "phases_s": {
                             ph: round(max(p.phase_ms.get(ph, 0.0) for p in info.partitions)
-                                      / 1000.0 / scale, 3)
-                            for ph in ("queued_synthesis", "waiting_memory", "synthesizing",
-                                       "queued_gpu", "proving", "finalizing")}})
+                                      / 1000.0 / scale, 3) for ph in sorted(phases)}})
                 if predicted is not None and info.finished_at is not None and \
                         info.state == "succeeded":
                     out.error.setdefault(a.kind, []).append(
@@ -344,7 +350,8 @@ def table(title: str, runs: Sequence[Run]) -> str:
         rows.append((f"{kind} missed/submitted",
                      [f"{x['missed'].get(kind, 0)}/{x['submitted'].get(kind, 0)}" for x in f]))
     for kind in DEADLINE_KINDS:
-        rows.append((f"{kind} refused", [str(x["rejected"].get(kind, 0)) for x in f]))
+        rows.append((f"{kind} refused/at risk", [
+            f"{x['rejected'].get(kind, 0)}/{x['admitted_at_risk'].get(kind, 0)}" for x in f]))
     rows += [
         ("winning-post p50 s", [f"{x['winning_p50_s']:.2f}" for x in f]),
         ("winning-post p99 s", [f"{x['winning_p99_s']:.2f}" for x in f]),

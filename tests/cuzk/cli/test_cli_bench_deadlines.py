@@ -57,5 +57,5 @@ def test_one_short_run_prints_every_figure():
     text = "\n".join(lines)
     for label in ("winning-post missed/submitted", "winning-post p99 s", "GPU busy fraction",
                   "background GPU-s/s", "pred. |err| p50/p95 s", "driver lag p99/max s",
-                  "valid (no miss the driver caused)"):
+                  "valid (no miss the driver caused)", "winning-post refused/at risk"):
         assert label in text
