@@ -260,8 +260,6 @@ def run_once(name: str, order: Order, flat: bool, plan: Sequence[Arrival], hours
             left = t0 + a.at * scale - time.monotonic()
             if left > 0:
                 time.sleep(left)
-            lag = max(0.0, (time.monotonic() - t0) / scale - a.at)
-            out.lags.append(lag)
             out.submitted[a.kind] = out.submitted.get(a.kind, 0) + 1
             dl = None if a.deadline is None else t0_wall + a.deadline * scale
             parts = [{"kind": a.kind, "tag": f"{i}.{p}"} for p in range(PARTITIONS[a.kind])]
@@ -273,6 +271,9 @@ def run_once(name: str, order: Order, flat: bool, plan: Sequence[Arrival], hours
             except InputError:  # the driver fell behind past the deadline: the harness's fault
                 out.passed_at_submit += 1
                 continue
+            finally:  # lag: plan to the submit's return (the job queued), the driver's stalls
+                lag = max(0.0, (time.monotonic() - t0) / scale - a.at)  # and the call's own
+                out.lags.append(lag)
             predicted = engine.predicted_finish(job.id) if dl is not None else None
             if job.admitted_at_risk:
                 out.at_risk[a.kind] = out.at_risk.get(a.kind, 0) + 1
