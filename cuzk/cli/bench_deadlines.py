@@ -44,9 +44,9 @@ gives (the epoch's or the window's, not relative to when the driver got round to
 loaded machine the driver can fall behind; every submit's lag (planned time to the submit's
 return, when the job is queued: a stall of the driver's thread anywhere in between counts) is
 measured and printed (p99/max). A deadline job submitted more than ``LAG_BOUND_S`` model
-seconds late has lost slack the scheduler never had: if such a job missed, or a submit came after its deadline, the
-run is marked ``valid: NO`` (its misses may be the driver's), and the misses among late
-submits are counted apart.
+seconds late has lost slack the scheduler never had: if such a job missed, or a submit came
+after its deadline, the run is marked ``valid: NO`` (its misses may be the driver's), and the
+misses among late submits are counted apart.
 """
 
 from __future__ import annotations
