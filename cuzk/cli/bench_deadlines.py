@@ -5,9 +5,17 @@ so a 30 s epoch takes 0.3 s and an hour 36 s):
 
 - winning-post: at random epochs (each epoch with probability ``WINNING_P``), deadline 20 s
   after the epoch starts;
-- window-post: a deadline every 30 min, its challenge known 40 min before the window closes;
-  ``WINDOW_JOBS`` one-partition jobs per deadline, submitted in batches over the first 20 min
-  after the challenge, each with the window's close as deadline;
+- window-post: 48 deadlines a day (one every 30 min), the challenge known 10 min before the
+  window opens, so 40 min from challenge to close; a miner's sectors are spread unevenly over its
+  deadlines, so each deadline has a number of one-partition jobs drawn from
+  ``WINDOW_PARTITIONS`` (0: an empty deadline, curio#437). Each partition is submitted when its
+  vanilla proof has been read from storage: most within ``WINDOW_READ_S`` of the challenge, but
+  a fraction ``WINDOW_STRAGGLER_P`` sits on a slow storage path and arrives 25-35 min after the
+  challenge, that is after the next deadline's challenge and, often, after that deadline's first
+  partitions: within the high class, window-post work then arrives out of deadline order (what
+  arrival order gets wrong), with 5-15 min left to its close. The old order has no
+  cancel-on-miss, so a window-post past its deadline keeps its place and its GPU time ahead of
+  the next deadline's work (curio#193);
 - background: porep-c2 (10 partitions) and snap-update (16 partitions), Poisson arrivals that
   bring the offered GPU load to 70 %, 90 % or 110 % of the GPU workers' capacity.
 
@@ -16,19 +24,29 @@ scripted prover's; nothing is measured on a GPU. The host memory budget holds ab
 ``MEMORY_PARTITIONS`` partitions' working memory besides the keys, so synthesis runs ahead of
 the GPUs only so far (memory waits are real).
 
-Each configuration runs twice in one process on the same arrivals: ``old``, today's order
-(priority, then arrival; deadlines ignored: no miss policy, no admission) and ``new``, the
-deadline scheduler (earliest deadline first within a class, cancel-on-miss, admission,
-synthesis preemption) and ``new-nopreempt``, the same without synthesis preemption (what
-preemption buys). Two
-priority settings: ``bundled`` (winning-post critical, window-post high, background normal) and
-``flat`` (every kind normal, as an operator who never set priorities has). Printed per run:
-deadlines missed per kind (a job that finished late or was cut at its deadline; a submit the
-lagging driver made after its deadline had passed is counted apart, as the harness's fault),
-winning-post latency p50/p99 (submit to outcome, cut jobs included), GPU busy fraction, background
-throughput, prediction error (median / p95 of |predicted - actual finish|, predicted at
-submit), refusals, and the p99 time a critical partition waited for a synthesis thread or for
-memory (the most that preempting lower-priority synthesis could give back).
+Each configuration runs in one process on the same arrivals, once per order (``--orders``):
+``old``, today's order (priority, then arrival; deadlines ignored: no miss policy, no
+admission), ``new``, the deadline scheduler (earliest deadline first within a class,
+cancel-on-miss, admission, synthesis preemption) and ``new-nopreempt``, the same without
+synthesis preemption (what preemption buys). Two priority settings: ``bundled`` (winning-post
+critical, window-post high, background normal) and ``flat`` (every kind normal, as an operator
+who never set priorities has). Printed per run: deadlines missed per kind (a job that finished
+late or was cut at its deadline), winning-post latency p50/p99 (submit to outcome, cut jobs
+included), GPU busy fraction, background throughput, prediction error (median / p95 of
+|predicted - actual finish|, predicted at submit), refusals, and the p99 time a critical
+partition waited for a synthesis thread or for memory (the most that preempting lower-priority
+synthesis could give back). The JSON (``--json``) has, per missed job, its submit lag and the
+longest time one of its partitions spent in each phase.
+
+The harness: the engine's deadlines and the scripted prover's sleeps are on the real clock, so
+the driver submits on it too, each job at its planned (scaled) time, with the deadline its plan
+gives (the epoch's or the window's, not relative to when the driver got round to it). On a
+loaded machine the driver can fall behind; every submit's lag (planned time to the submit's
+return, when the job is queued: a stall of the driver's thread anywhere in between counts) is
+measured and printed (p99/max). A deadline job submitted more than ``LAG_BOUND_S`` model
+seconds late has lost slack the scheduler never had: if such a job missed, or a submit came
+after its deadline, the run is marked ``valid: NO`` (its misses may be the driver's), and the
+misses among late submits are counted apart.
 """
 
 from __future__ import annotations
@@ -70,16 +88,20 @@ BACKGROUND = ("porep-c2", "snap-update")
 EPOCH_S = 30.0
 WINNING_DEADLINE_S = 20.0
 WINNING_P = 0.2
-WINDOW_EVERY_S = 1800.0
-WINDOW_SPAN_S = 2400.0  # challenge to close
-WINDOW_JOBS = 40
-WINDOW_BATCHES = 4
-WINDOW_SPREAD_S = 1200.0
+WINDOW_EVERY_S = 1800.0  # 48 deadlines a day
+WINDOW_SPAN_S = 2400.0  # challenge to close: 10 min before the window opens, then its 30 min
+WINDOW_PARTITIONS = (0, 8, 16, 24, 32)  # per deadline, drawn; 0 is an empty deadline
+WINDOW_READ_S = 600.0  # most vanilla proofs are read within 10 min of the challenge
+WINDOW_STRAGGLER_P = 0.1  # a partition on a slow storage path ...
+WINDOW_STRAGGLER_S = (1500.0, 2100.0)  # ... arrives 25-35 min after its challenge
 GPU_WORKERS = 2
 SYNTH_THREADS = 4
 MEMORY_PARTITIONS = 12
 JITTER = 0.2
 LOADS = (0.7, 0.9, 1.1)
+ORDERS: dict[str, tuple[Order, bool]] = {  # name: (order, synthesis preemption)
+    "old": (ARRIVAL, False), "new": (DEADLINE, True), "new-nopreempt": (DEADLINE, False)}
+LAG_BOUND_S = 2.0  # model seconds a submit may trail its plan: a tenth of winning-post's 20 s
 
 
 @dataclass(frozen=True)
@@ -104,13 +126,15 @@ def arrivals(hours: float, load: float, seed: int) -> list[Arrival]:
             out.append(Arrival(t + rng.uniform(0, 1.0), "winning-post",
                                t + WINNING_DEADLINE_S))
         t += EPOCH_S
-    challenge = 60.0
+    challenge = 60.0 - WINDOW_EVERY_S  # the day starts with a deadline's stragglers under way
     while challenge < span:
         close = challenge + WINDOW_SPAN_S
-        per = WINDOW_JOBS // WINDOW_BATCHES
-        for b in range(WINDOW_BATCHES):
-            at = challenge + b * WINDOW_SPREAD_S / WINDOW_BATCHES
-            out += [Arrival(at, "window-post", close) for _ in range(per)]
+        for _ in range(rng.choice(WINDOW_PARTITIONS)):
+            late = rng.random() < WINDOW_STRAGGLER_P
+            at = challenge + (rng.uniform(*WINDOW_STRAGGLER_S) if late
+                              else rng.uniform(0.0, WINDOW_READ_S))
+            if 0.0 <= at < span:
+                out.append(Arrival(at, "window-post", close))
         challenge += WINDOW_EVERY_S
     deadline_gpu = sum(gpu_seconds(a.kind) for a in out)
     want = load * GPU_WORKERS * span - deadline_gpu
@@ -165,17 +189,31 @@ class Run:
     submitted: dict[str, int] = field(default_factory=dict)
     missed: dict[str, int] = field(default_factory=dict)
     rejected: dict[str, int] = field(default_factory=dict)
+    at_risk: dict[str, int] = field(default_factory=dict)  # admitted although predicted late
     winning_latency: list[float] = field(default_factory=list)
     busy: float = 0.0
     background_gpu_s: float = 0.0
     error: dict[str, list[float]] = field(default_factory=dict)
     critical_wait: list[float] = field(default_factory=list)
-    lag_s: float = 0.0  # the driver's worst lag behind the plan (model seconds)
+    lags: list[float] = field(default_factory=list)  # each submit's lag behind the plan
     passed_at_submit: int = 0  # deadline already gone when the lagging driver submitted
+    missed_late_submit: int = 0  # misses among jobs the driver submitted past LAG_BOUND_S
+    missed_detail: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def late_submits(self) -> int:
+        return sum(1 for x in self.lags if x > LAG_BOUND_S)
+
+    @property
+    def valid(self) -> bool:
+        """Whether no miss may be the driver's doing: none of the missed jobs was submitted more
+        than LAG_BOUND_S after its planned time, and no submit came after its deadline."""
+        return self.missed_late_submit == 0 and self.passed_at_submit == 0
 
     def figures(self) -> dict[str, Any]:
         return {
             "submitted": self.submitted, "missed": self.missed, "rejected": self.rejected,
+            "admitted_at_risk": self.at_risk,
             "winning_p50_s": pct(self.winning_latency, 50),
             "winning_p99_s": pct(self.winning_latency, 99),
             "gpu_busy": round(self.busy, 4),
@@ -184,8 +222,13 @@ class Run:
             "prediction_abs_error_s": {k: {"p50": pct(v, 50), "p95": pct(v, 95), "n": len(v)}
                                        for k, v in sorted(self.error.items())},
             "critical_wait_p99_s": pct(self.critical_wait, 99),
-            "driver_lag_max_s": round(self.lag_s, 3),
+            "driver_lag_p99_s": pct(self.lags, 99),
+            "driver_lag_max_s": round(max(self.lags, default=0.0), 3),
+            "late_submits": self.late_submits,
             "passed_at_submit": self.passed_at_submit,
+            "missed_after_late_submit": self.missed_late_submit,
+            "valid": self.valid,
+            "missed_detail": self.missed_detail,
         }
 
 
@@ -213,12 +256,11 @@ def run_once(name: str, order: Order, flat: bool, plan: Sequence[Arrival], hours
         busy0 = sum(w.view(False).busy_seconds for w in engine.workers)
         t0_wall = time.time()
         t0 = time.monotonic()
-        jobs: list[tuple[Arrival, Any, float | None]] = []
+        jobs: list[tuple[Arrival, Any, float | None, float]] = []
         for i, a in enumerate(plan):
             left = t0 + a.at * scale - time.monotonic()
             if left > 0:
                 time.sleep(left)
-            out.lag_s = max(out.lag_s, (time.monotonic() - t0) / scale - a.at)
             out.submitted[a.kind] = out.submitted.get(a.kind, 0) + 1
             dl = None if a.deadline is None else t0_wall + a.deadline * scale
             parts = [{"kind": a.kind, "tag": f"{i}.{p}"} for p in range(PARTITIONS[a.kind])]
@@ -230,10 +272,15 @@ def run_once(name: str, order: Order, flat: bool, plan: Sequence[Arrival], hours
             except InputError:  # the driver fell behind past the deadline: the harness's fault
                 out.passed_at_submit += 1
                 continue
+            finally:  # lag: plan to the submit's return (the job queued), the driver's stalls
+                lag = max(0.0, (time.monotonic() - t0) / scale - a.at)  # and the call's own
+                out.lags.append(lag)
             predicted = engine.predicted_finish(job.id) if dl is not None else None
-            jobs.append((a, job, predicted))
+            if job.admitted_at_risk:
+                out.at_risk[a.kind] = out.at_risk.get(a.kind, 0) + 1
+            jobs.append((a, job, predicted, lag))
         end = t0 + hours * 3600.0 * scale
-        for a, job, _ in jobs:  # deadline work settles (by its deadline under the new order)
+        for a, job, _, _ in jobs:  # deadline work settles (by its deadline under the new order)
             if a.deadline is not None:
                 job.wait(max(0.0, t0 + (a.deadline * 1.5) * scale - time.monotonic()) + 5.0)
         stop = max(end, time.monotonic())
@@ -243,13 +290,22 @@ def run_once(name: str, order: Order, flat: bool, plan: Sequence[Arrival], hours
         out.wall_model_s = wall / scale
         busy = sum(w.view(False).busy_seconds for w in engine.workers) - busy0
         out.busy = busy / (wall * len(engine.workers))
-        for a, job, predicted in jobs:
+        for a, job, predicted, lag in jobs:
             info = job.view()
             if job.deadline is not None:
                 late = (info.finished_at is None and time.time() > job.deadline) or \
                     job.deadline_missed
                 if late:
                     out.missed[a.kind] = out.missed.get(a.kind, 0) + 1
+                    out.missed_late_submit += lag > LAG_BOUND_S
+                    phases = {ph for p in info.partitions for ph in p.phase_ms}
+                    out.missed_detail.append({  # where a missed job's time went (model s)
+                        "kind": a.kind, "submit_lag_s": round(lag, 3),
+                        "deadline_after_submit_s": round(
+                            (job.deadline - job.submitted_at) / scale, 3),
+                        "duration_s": round(info.duration_s / scale, 3), "phases_s": {
+                            ph: round(max(p.phase_ms.get(ph, 0.0) for p in info.partitions)
+                                      / 1000.0 / scale, 3) for ph in sorted(phases)}})
                 if predicted is not None and info.finished_at is not None and \
                         info.state == "succeeded":
                     out.error.setdefault(a.kind, []).append(
@@ -270,14 +326,15 @@ def run_once(name: str, order: Order, flat: bool, plan: Sequence[Arrival], hours
 
 def run_bench(hours: float = 1.0, scale: float = 1 / 100, seed: int = 1,
               loads: Sequence[float] = LOADS, scenarios: Sequence[str] = ("bundled", "flat"),
+              orders: Sequence[str] = tuple(ORDERS),
               echo: Callable[[str], None] = print) -> dict[str, Any]:
     figures: dict[str, Any] = {"hours": hours, "scale": scale, "seed": seed, "runs": {}}
     for scenario in scenarios:
         for load in loads:
             plan = arrivals(hours, load, seed)
             results = []
-            for name, order, preempt in (("old", ARRIVAL, False), ("new", DEADLINE, True),
-                                         ("new-nopreempt", DEADLINE, False)):
+            for name in orders:
+                order, preempt = ORDERS[name]
                 echo(f"  {scenario} priorities, load {load:.0%}, {name} order: "
                      f"{len(plan)} jobs over {hours * 3600 * scale:.0f} s ...")
                 results.append(run_once(name, order, scenario == "flat", plan, hours, scale,
@@ -295,15 +352,20 @@ def table(title: str, runs: Sequence[Run]) -> str:
         rows.append((f"{kind} missed/submitted",
                      [f"{x['missed'].get(kind, 0)}/{x['submitted'].get(kind, 0)}" for x in f]))
     for kind in DEADLINE_KINDS:
-        rows.append((f"{kind} refused", [str(x["rejected"].get(kind, 0)) for x in f]))
+        rows.append((f"{kind} refused/at risk", [
+            f"{x['rejected'].get(kind, 0)}/{x['admitted_at_risk'].get(kind, 0)}" for x in f]))
     rows += [
         ("winning-post p50 s", [f"{x['winning_p50_s']:.2f}" for x in f]),
         ("winning-post p99 s", [f"{x['winning_p99_s']:.2f}" for x in f]),
         ("GPU busy fraction", [f"{x['gpu_busy']:.3f}" for x in f]),
         ("background GPU-s/s", [f"{x['background_gpu_s_per_s']:.3f}" for x in f]),
         ("winning synth+mem wait p99 s", [f"{x['critical_wait_p99_s']:.2f}" for x in f]),
-        ("driver lag max s (passed)", [f"{x['driver_lag_max_s']:.1f} ({x['passed_at_submit']})"
-                                       for x in f]),
+        ("driver lag p99/max s", [f"{x['driver_lag_p99_s']:.1f}/{x['driver_lag_max_s']:.1f}"
+                                  for x in f]),
+        (f"submits > {LAG_BOUND_S:g} s late (missed)", [
+            f"{x['late_submits']} ({x['missed_after_late_submit']})" for x in f]),
+        ("valid (no miss the driver caused)", [
+            "yes" if x["valid"] else "NO" for x in f]),
     ]
     for kind in DEADLINE_KINDS:
         rows.append((f"{kind} pred. |err| p50/p95 s", [
@@ -331,6 +393,8 @@ def register(sub: Any) -> None:
     p.add_argument("--loads", default="0.7,0.9,1.1", help="offered loads, fractions of capacity")
     p.add_argument("--scenarios", default="bundled,flat",
                    help="priority settings: bundled, flat (every kind normal)")
+    p.add_argument("--orders", default=",".join(ORDERS),
+                   help="which orders to run: " + ", ".join(ORDERS))
     p.add_argument("--json", type=Path, help="also write the figures as JSON here")
     p.set_defaults(func=_run)
 
@@ -338,11 +402,13 @@ def register(sub: Any) -> None:
 def _run(args: Any) -> int:
     loads = [float(x) for x in str(args.loads).split(",") if x.strip()]
     scenarios = [x.strip() for x in str(args.scenarios).split(",") if x.strip()]
-    bad = [s for s in scenarios if s not in ("bundled", "flat")]
-    if bad or not loads or any(not 0 < x < 5 for x in loads) or not args.hours > 0 \
+    orders = [x.strip() for x in str(args.orders).split(",") if x.strip()]
+    bad = [s for s in scenarios if s not in ("bundled", "flat")] + \
+        [o for o in orders if o not in ORDERS]
+    if bad or not orders or not loads or any(not 0 < x < 5 for x in loads) or not args.hours > 0 \
             or not args.scale > 0:
-        print("cuzk bench deadlines: --scenarios takes bundled,flat; --loads fractions in "
-              "(0, 5); --hours and --scale positive")
+        print("cuzk bench deadlines: --scenarios takes bundled,flat; --orders takes "
+              f"{','.join(ORDERS)}; --loads fractions in (0, 5); --hours and --scale positive")
         return 2
     lock = threading.Lock()
 
@@ -350,7 +416,7 @@ def _run(args: Any) -> int:
         with lock:
             print(line, flush=True)
 
-    figures = run_bench(args.hours, args.scale, args.seed, loads, scenarios, echo)
+    figures = run_bench(args.hours, args.scale, args.seed, loads, scenarios, orders, echo)
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
     return 0

@@ -234,13 +234,15 @@ class Pipeline:
         return s.preempt_synthesis and s.scheduler != ARRIVAL
 
     def _outranked(self, p: Partition) -> bool:
-        """Under the budget lock: work that outranks this one (``scheduling.outranks``) waits for
-        a synthesis thread while this one's thread waits for memory (it holds nothing yet: it
-        gives way)."""
+        """Under the budget lock: work that goes before this one in the scheduler's order waits
+        for a synthesis thread while this one's thread waits for memory. It holds nothing yet,
+        so it gives way at no cost: to a higher class, and within a class to an earlier deadline
+        too (a winning-post must not wait for a thread held by a window-post's memory wait;
+        ``outranks``, deadline never against deadline, is for preempting finished synthesis)."""
         if not self._preempting:
             return False
         head = self.pending.head_key()
-        return head is not None and outranks(head, self.key(p))
+        return head is not None and head < self.key(p)
 
     def _make_room(self, p: Partition) -> None:
         """Preempt synthesis for ``p``: when its working memory does not fit now, withdraw
