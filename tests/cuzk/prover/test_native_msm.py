@@ -158,7 +158,7 @@ def test_table_plans_trade_memory_for_work():
     for n in (1, 300, 3650, 23452, 32768):
         plan = native_msm.table_plan(n)
         assert 1 < plan.copies <= plan.windows and plan.passes * plan.copies >= plan.windows
-    assert native_msm.table_plan(1 << 22).copies == 1
+    assert native_msm.table_plan(1 << 20).copies == 1
     assert native_msm.TablePlan(13, 7).table_bytes(rows=10, row_bytes=96) == 6 * 10 * 96
 
 
