@@ -3,11 +3,13 @@
 The point sections stay memory-mapped: the native CPU MSM (``cuzk.prover.native_msm``) and the
 GPU upload read them in place, so loading a key checks every point (on its curve, in C) and
 converts none. Only where the native extension is missing are the points turned into arkworks
-objects for py_arkworks_bls12381's multiexp. ``host_bytes`` is what the key costs: the heap it
-holds plus the mapped point sections (which become resident as the MSMs read them), computed
-from the key's layout (``cuzk.prover.key_layout``) by the same function the engine uses before
-the key is loaded, so the budget refuses at submit what it could never load; a test counts the
-loaded key object by object against it.
+objects for py_arkworks_bls12381's multiexp. With ``tables`` each MSM section also gets its
+precomputed window table (``native_msm.build_table``), built here once and held in memory.
+``host_bytes`` is what the key costs: the heap it holds (tables included) plus the mapped
+point sections (which become resident as the MSMs read them), computed from the key's layout
+(``cuzk.prover.key_layout``) by the same function the engine uses before the key is loaded, so
+the budget refuses at submit what it could never load; a test counts the loaded key object by
+object against it.
 """
 
 from __future__ import annotations
