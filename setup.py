@@ -7,7 +7,11 @@ setup(
         Extension(
             "cuzk.prover._native._msm",
             sources=["cuzk/prover/_native/msm.c"],
-            depends=["cuzk/prover/_native/fp_tmpl.h", "cuzk/prover/_native/curve_tmpl.h"],
+            depends=[
+                "cuzk/prover/_native/fp_tmpl.h",
+                "cuzk/prover/_native/curve_tmpl.h",
+                "cuzk/prover/_native/fp_mulx_asm.h",
+            ],
             extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wno-unused-function"],
         )
     ]

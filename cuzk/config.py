@@ -221,6 +221,9 @@ class TelemetryConfig:
 
 
 FIELD_ARITH = ("auto", "portable")
+MSM_PRECOMPUTE = ("auto", "off", "on")
+# auto builds a key's window tables when they take at most this share of the host memory budget.
+MSM_PRECOMPUTE_BUDGET_SHARE = 16
 
 
 @dataclass(frozen=True)
@@ -232,6 +235,17 @@ class ProverConfig:
         'Field multiply of the CPU MSMs: "auto" = mulx/adcx/adox where the CPU has BMI2 and ADX '
         '(checked at start), "portable" = plain 64-bit C everywhere.',
         choice(FIELD_ARITH),
+    )
+    msm_precompute: str = setting(
+        "auto",
+        "Precomputed window tables for the proving keys' MSM points, built once at key load "
+        "(the key's host bytes and the memory budget count them; about 7x the key's point "
+        'sections for porep-c2): "on", "off", or "auto" = on for a kind whose tables take at '
+        f"most 1/{MSM_PRECOMPUTE_BUDGET_SHARE} of the host memory budget "
+        "(engine.memory_budget_bytes). `cuzk prove`, one "
+        'proof per process, builds them only when "on": the build costs more than one proof '
+        "saves.",
+        choice(MSM_PRECOMPUTE),
     )
 
 
@@ -444,6 +458,7 @@ def engine_settings(config: Config) -> EngineSettings:
         job_retention=config.journal.retention_jobs,
         job_retention_s=config.journal.retention_s,
         field_arith=config.prover.field_arith,
+        msm_precompute=config.prover.msm_precompute,
         proof_kinds={
             name: ProofKindSettings(
                 name=name,

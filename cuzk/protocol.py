@@ -332,6 +332,9 @@ class MemoryInfo(MemoryBudgetInfo):
 class KeyInfo(TypedDict):
     proof_kind: str
     host_bytes: int
+    msm_table_bytes: int
+    """Of host_bytes, the CPU MSMs' precomputed window tables; 0 when the key has none
+    (``[prover] msm_precompute``)."""
     device_bytes: dict[str, int]
     in_use: int
     idle_s: float

@@ -22,6 +22,10 @@ def _private_state_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: p
     """Every test (and every ``cuzk serve`` it starts) gets its own default journal location,
     never the user's ~/.local/state/cuzk/journal.sqlite3 and never another test's."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+    # Window tables cost seconds of CPU at every key load (a `cuzk serve` started with the
+    # default config builds them): off unless a test asks (tests/cuzk/prover/test_msm_tables.py).
+    if "CUZK_PROVER_MSM_PRECOMPUTE" not in os.environ:
+        monkeypatch.setenv("CUZK_PROVER_MSM_PRECOMPUTE", "off")
 
 
 @pytest.fixture(scope="session")

@@ -46,6 +46,10 @@ def register(subparsers: Any) -> None:
     pp.add_argument("--no-snarkjs", action="store_true", help="skip the snarkjs column")
     pp.add_argument("--keys-dir", type=Path, default=DEFAULT_KEYS_DIR)
     pp.add_argument("--json", type=Path, help="also write the figures as JSON here")
+    pp.add_argument(
+        "--msm-precompute", choices=("auto", "off", "on"), default="auto",
+        help="window tables for the bundled kinds' keys, as [prover] msm_precompute (auto: "
+        "weighed against the auto-detected host memory budget, as `cuzk serve` does)")
     pp.set_defaults(func=run_prover)
     pe = sub.add_parser(
         "engine",
@@ -119,6 +123,19 @@ def _snarkjs_warm_prove(zkey: Path, wtns: Path, repeat: int) -> list[float]:
         text=True,
     )
     return list(json.loads(out.stdout.strip().splitlines()[-1])["seconds"])
+
+
+def _tables(mode: str, zkey: Path) -> bool:
+    """Whether ``--msm-precompute`` builds this key's window tables (auto: as the engine)."""
+    from cuzk.engine.memory import auto_budget
+    from cuzk.engine.settings import EngineSettings
+    from cuzk.formats.zkey import read_zkey
+    from cuzk.prover import native_msm
+    from cuzk.prover.key_layout import KeyLayout
+
+    layout = KeyLayout.of_zkey(read_zkey(zkey, mmap=True))
+    budget = auto_budget(EngineSettings().memory_safety_margin_bytes)
+    return native_msm.tables_wanted(mode, layout.table_bytes, budget)
 
 
 def _load() -> float:
@@ -214,7 +231,11 @@ def run_prover(args: argparse.Namespace) -> int:
         c = circuits[kind]
         try:
             zkey = ensure_zkey(kind, Path(c.r1cs_path), args.keys_dir)
-            key = ProvingKey.load(zkey)
+            t_load = time.perf_counter()
+            key = ProvingKey.load(zkey, tables=_tables(args.msm_precompute, zkey))
+            load_ms = (time.perf_counter() - t_load) * 1e3
+            print(f"{kind}: key loaded in {load_ms:.0f} ms, msm tables "
+                  + (f"{key.table_bytes / 2**20:.1f} MiB" if key.tables else "off"), flush=True)
             circuit = Circuit.load(c.r1cs_path, c.wasm_path, kind)
             circuit.check_key(key)
             inputs = json.loads(Path(c.sample_input_path).read_text())
@@ -249,6 +270,8 @@ def run_prover(args: argparse.Namespace) -> int:
                 "proof_kind": kind,
                 "domain_size": key.sizes.domain_size,
                 "n_vars": key.sizes.n_vars,
+                "key_load_ms": load_ms,
+                "msm_table_bytes": key.table_bytes,
                 "synthesize_ms": statistics.median(t.synthesize_s for t in ours) * 1e3,
                 "gpu_phase_ms": statistics.median(t.gpu_phase_s for t in ours) * 1e3,
                 "finalize_ms": statistics.median(t.finalize_s for t in ours) * 1e3,

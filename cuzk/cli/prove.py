@@ -12,12 +12,15 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cuzk.cli._local import UsageError, add_circuit_args, pick, zkey_for
 from cuzk.cli._output import check_output_dir, write_text
 from cuzk.cli._progress import stage_progress
 from cuzk.errors import CuzkError
+
+if TYPE_CHECKING:
+    from cuzk.config import ProverConfig
 
 BACKENDS = ("auto", "cpu", "cuda")
 
@@ -68,8 +71,8 @@ def _process_age_s() -> float | None:
         return None
 
 
-def _field_arith(args: argparse.Namespace) -> str:
-    """[prover] field_arith from --config / $CUZK_CONFIG and the CUZK_PROVER_* variables."""
+def _prover_config(args: argparse.Namespace) -> ProverConfig:
+    """[prover] from --config / $CUZK_CONFIG and the CUZK_PROVER_* variables."""
     from cuzk.config import ConfigError, load_config
 
     try:
@@ -77,7 +80,7 @@ def _field_arith(args: argparse.Namespace) -> str:
                              check_files=False)
     except ConfigError as e:
         raise UsageError(str(e)) from None
-    return config.prover.field_arith
+    return config.prover
 
 
 def _backend(name: str):
@@ -115,7 +118,8 @@ def _run(args: argparse.Namespace) -> int:
     # 1. Everything about the arguments, cheap and before anything long.
     c = pick(args, need_wasm=args.wtns is None)
     check_output_dir(args.out, "--out")
-    native_msm.configure(_field_arith(args))
+    prover_config = _prover_config(args)
+    native_msm.configure(prover_config.field_arith)
     inputs: dict = {}
     witness_file = None
     if args.wtns is not None:
@@ -145,7 +149,10 @@ def _run(args: argparse.Namespace) -> int:
         with stage_progress("keygen") as tick:
             zkey = zkey_for(c, tick)
     t_load = time.perf_counter()
-    key = ProvingKey.load(zkey)  # point sections memory-mapped, checked in place
+    # One proof per process: "auto" has no budget to weigh and builds no window tables.
+    tables = backend.name == "cpu" and native_msm.tables_wanted(
+        prover_config.msm_precompute, 0, None)
+    key = ProvingKey.load(zkey, tables=tables)  # point sections memory-mapped, checked in place
     circuit.check_key(key)
     load_s = time.perf_counter() - t_load
     if args.detail:
@@ -153,7 +160,9 @@ def _run(args: argparse.Namespace) -> int:
             f"cpu prover: msm={'native' if native_msm.available() else 'arkworks'} "
             f"field_arith={native_msm.arith_path()} "
             f"(cpu has bmi2+adx: {'yes' if native_msm.fast_supported() else 'no'}) "
-            f"cores={cores()}",
+            f"cores={cores()} msm_tables="
+            + (f"on ({key.table_bytes / 2**20:.1f} MiB)" if key.tables else
+               f"off (msm_precompute={prover_config.msm_precompute})"),
             file=sys.stderr,
         )
     proof, times = prove_timed(key, circuit, inputs, backend, witness=witness)

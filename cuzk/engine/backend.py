@@ -37,6 +37,7 @@ class KeyHandle:
     device_bytes: int
     estimate: PartitionMemory
     sizes: Mapping[str, int] = field(default_factory=dict)
+    msm_table_bytes: int = 0  # of host_bytes, the CPU MSMs' window tables (0: none)
 
 
 @dataclass(frozen=True)

@@ -494,6 +494,7 @@ class KeyResidency:
                 {
                     "proof_kind": s.proof_kind,
                     "host_bytes": s.host_bytes,
+                    "msm_table_bytes": s.handle.msm_table_bytes if s.handle else 0,
                     "device_bytes": dict(s.device_bytes),
                     "in_use": s.pins,
                     "idle_s": round(now - s.last_used, 3) if s.pins == 0 else 0.0,

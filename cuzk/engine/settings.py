@@ -105,7 +105,8 @@ class EngineSettings:
     "arrival": the order before deadlines, which ignores them entirely, for the benchmark);
     preempt_synthesis (a synthesis thread waiting for memory for a partition gives way to a
     partition of a higher class queued for a thread; off only to measure what that buys);
-    field_arith (the CPU MSMs' multiply, from [prover]).
+    field_arith and msm_precompute (the CPU MSMs' multiply and window tables, from [prover];
+    an engine built in code without a config builds no tables unless asked).
     """
 
     backend: str = setting(
@@ -181,6 +182,7 @@ class EngineSettings:
     scheduler: Order = "deadline"
     preempt_synthesis: bool = True
     field_arith: str = "auto"
+    msm_precompute: str = "off"
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -190,6 +192,8 @@ class EngineSettings:
                 raise ValueError(f"{name} must be >= 1")
         if self.scheduler not in ORDERS:
             raise ValueError(f"scheduler must be one of {ORDERS}, not {self.scheduler!r}")
+        if self.msm_precompute not in ("auto", "off", "on"):
+            raise ValueError(f"msm_precompute must be auto, off or on, not {self.msm_precompute!r}")
         if self.memory_budget_bytes is not None and self.memory_budget_bytes <= 0:
             raise ValueError("memory_budget_bytes must be positive")
         for key, kind in self.proof_kinds.items():

@@ -229,11 +229,13 @@ class KeyView:
     idle_s: float
     loaded_at: float
     evict_requested: bool
+    msm_table_bytes: int = 0  # of host_bytes, the CPU MSMs' window tables (0: none built)
 
     def to_wire(self) -> KeyInfo:
         return {
             "proof_kind": self.proof_kind,
             "host_bytes": self.host_bytes,
+            "msm_table_bytes": self.msm_table_bytes,
             "device_bytes": dict(self.device_bytes),
             "in_use": self.in_use,
             "idle_s": self.idle_s,

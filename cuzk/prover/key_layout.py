@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point
 
 from cuzk.formats import zkey as zkey_format
 from cuzk.formats.r1cs import MATRIX_A, MATRIX_B, MATRIX_C, R1CS
+
+if TYPE_CHECKING:
+    from cuzk.prover.native_msm import TablePlan
 
 _PTR = 8  # an object array's slot
 _COEF_INDEX_BYTES = 3 * 4  # matrix, constraint, signal: a uint32 each per coefficient
@@ -142,17 +146,38 @@ class KeyLayout:
 
     @property
     def host_bytes(self) -> int:
-        """What the budget charges the loaded key in this process (native MSM or not)."""
+        """What the budget charges the loaded key in this process (native MSM or not), without
+        window tables (:meth:`host_bytes_for` with ``tables``)."""
         from cuzk.prover import native_msm
 
         return self.host_bytes_for(native=native_msm.available())
 
-    def host_bytes_for(self, native: bool) -> int:
+    def table_plans(self) -> dict[str, TablePlan]:
+        """The window table of each MSM section (A, B1, C, H in G1; B2), from its points not at
+        infinity: what ``ProvingKey`` builds when tables are on."""
+        from cuzk.prover.native_msm import table_plan
+
+        return {name: table_plan(s.present) for name, s in self._msm_sections().items()}
+
+    @property
+    def table_bytes(self) -> int:
+        """Bytes of the key's window tables (the copies beyond the mapped section itself)."""
+        plans = self.table_plans()
+        return sum(plans[name].table_bytes(s.rows, _G1_MONT_BYTES * (2 if name == "B2" else 1))
+                   for name, s in self._msm_sections().items())
+
+    def _msm_sections(self) -> dict[str, Section]:
+        return {"A": self.a, "B1": self.b, "C": self.c, "H": self.h, "B2": self.b}
+
+    def host_bytes_for(self, native: bool, tables: bool = False) -> int:
         """Bytes the loaded key holds (``cuzk.prover.keys.ProvingKey``): the coefficient arrays;
         per point section its presence mask and either its memory-mapped rows (``native``: the
         native MSM reads them in place) or an object array and the point objects; the
-        verification key's IC tuple and points. The budget charges exactly this."""
+        verification key's IC tuple and points; with ``tables`` (native only) the window
+        tables. The budget charges exactly this."""
         total = (_COEF_INDEX_BYTES + self.n8r) * self.n_coefficients
+        if native and tables:
+            total += self.table_bytes
 
         def section(s: Section, obj: int, mapped_row: int) -> int:
             if native:

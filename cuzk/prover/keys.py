@@ -3,15 +3,18 @@
 The point sections stay memory-mapped: the native CPU MSM (``cuzk.prover.native_msm``) and the
 GPU upload read them in place, so loading a key checks every point (on its curve, in C) and
 converts none. Only where the native extension is missing are the points turned into arkworks
-objects for py_arkworks_bls12381's multiexp. ``host_bytes`` is what the key costs: the heap it
-holds plus the mapped point sections (which become resident as the MSMs read them), computed
-from the key's layout (``cuzk.prover.key_layout``) by the same function the engine uses before
-the key is loaded, so the budget refuses at submit what it could never load; a test counts the
-loaded key object by object against it.
+objects for py_arkworks_bls12381's multiexp. With ``tables`` each MSM section also gets its
+precomputed window table (``native_msm.build_table``), built here once and held in memory.
+``host_bytes`` is what the key costs: the heap it holds (tables included) plus the mapped
+point sections (which become resident as the MSMs read them), computed from the key's layout
+(``cuzk.prover.key_layout``) by the same function the engine uses before the key is loaded, so
+the budget refuses at submit what it could never load; a test counts the loaded key object by
+object against it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +28,7 @@ from cuzk.curves import Curve
 from cuzk.errors import FormatError
 from cuzk.formats import zkey as zkey_format
 from cuzk.prover import native_msm
+from cuzk.prover.cpu_schedule import cores
 from cuzk.prover.key_layout import CircuitSizes, KeyLayout
 from cuzk.prover.msm import msm
 from cuzk.prover.points import g1_from_mont_array, g2_from_mont_array
@@ -125,6 +129,7 @@ class PointSection:
     raw: np.ndarray
     present: np.ndarray
     points: np.ndarray | None
+    table: native_msm.WindowTable | None = None
 
     @classmethod
     def from_mont(cls, curve: Curve, arr: np.ndarray, convert, where: KeyPlace) -> PointSection:
@@ -144,10 +149,17 @@ class PointSection:
         """Points not at infinity: the most scalars an MSM over this section converts."""
         return int(self.present.sum())
 
+    def with_table(self, plan: native_msm.TablePlan, threads: int) -> PointSection:
+        """This section with its window table built (native MSM only; a plan of one copy is no
+        table)."""
+        if self.points is not None or plan.copies < 2:
+            return self
+        return dataclasses.replace(self, table=native_msm.build_table(self.raw, plan, threads))
+
     @property
     def heap_bytes(self) -> int:
         held = 0 if self.points is None else _points_bytes(self.points)
-        return held + self.present.nbytes
+        return held + self.present.nbytes + (0 if self.table is None else self.table.nbytes)
 
     @property
     def mapped_bytes(self) -> int:
@@ -156,12 +168,12 @@ class PointSection:
     def msm(self, scalars: np.ndarray, identity, threads: int = 1):
         if self.points is None:
             group = native_msm.msm_g2 if self.raw.ndim == 4 else native_msm.msm_g1
-            return group(self.raw, scalars, threads)
+            return group(self.raw, scalars, threads, self.table)
         return msm(self.points, scalars, identity, self.present)
 
 
 class ProvingKey:
-    def __init__(self, path: Path, zk: zkey_format.ZKey) -> None:
+    def __init__(self, path: Path, zk: zkey_format.ZKey, tables: bool = False) -> None:
         curve: Curve = zk.curve
         self.path = path
         self.curve = curve
@@ -200,15 +212,25 @@ class ProvingKey:
             c_points=self._g1["C"].count,
         )
         self.layout = KeyLayout.of_zkey(zk)
+        native = self._b2.points is None
+        self.tables = tables and native
+        if self.tables:  # built once here, on every core (the C code releases the GIL)
+            plans, threads = self.layout.table_plans(), cores()
+            self._g1 = {name: s.with_table(plans[name], threads) for name, s in self._g1.items()}
+            self._b2 = self._b2.with_table(plans["B2"], threads)
+        self.table_bytes = sum(
+            0 if s.table is None else s.table.nbytes for s in (*self._g1.values(), self._b2))
         self.heap_bytes = self._measure()
         self.mapped_bytes = sum(s.mapped_bytes for s in self._g1.values()) + self._b2.mapped_bytes
         # The figure the budget charged before loading (equal to heap + mapped: tested).
-        self.host_bytes = self.layout.host_bytes_for(native=self._b2.points is None)
+        self.host_bytes = self.layout.host_bytes_for(native=native, tables=self.tables)
 
     @classmethod
-    def load(cls, path: str | Path) -> ProvingKey:
+    def load(cls, path: str | Path, tables: bool = False) -> ProvingKey:
+        """Map and check the key at ``path``; ``tables``: also build the MSM window tables
+        (``[prover] msm_precompute``; ignored without the native MSM)."""
         p = Path(path)
-        return cls(p, zkey_format.read_zkey(p, mmap=True))
+        return cls(p, zkey_format.read_zkey(p, mmap=True), tables)
 
     def msm_g1(self, section: str, scalars: np.ndarray, threads: int = 1) -> G1Point:
         """CPU MSM over one G1 section (A, B1, C, H); scalars match the section row for row.

@@ -247,8 +247,24 @@ class RealProver:
 
     def key_bytes_hint(self, proof_kind: str) -> int:
         """The host bytes the loaded key will hold: the exact figure the budget charges once it
-        is loaded (one function, ``KeyLayout.host_bytes``), known before any key exists."""
-        return int(self.key_layout(proof_kind).host_bytes)
+        is loaded (one function, ``KeyLayout.host_bytes_for``), known before any key exists."""
+        from cuzk.prover import native_msm
+
+        layout = self.key_layout(proof_kind)
+        return int(layout.host_bytes_for(native=native_msm.available(),
+                                         tables=self.msm_tables(layout)))
+
+    def msm_tables(self, layout: KeyLayout) -> bool:
+        """Whether a key of this layout gets window tables (``[prover] msm_precompute``; auto
+        decides from the host memory budget), the same answer before and at load."""
+        from cuzk.engine.memory import auto_budget
+        from cuzk.prover import native_msm
+
+        s = self.settings
+        if self.name != "cpu" or s.msm_precompute == "off":
+            return False  # the GPU runs the MSMs: the tables would go unused
+        budget = s.memory_budget_bytes or auto_budget(s.memory_safety_margin_bytes)
+        return native_msm.tables_wanted(s.msm_precompute, layout.table_bytes, budget)
 
     def verification_key(self, proof_kind: str) -> dict:
         """The snarkjs verification key (with vk_alphabeta_12) of the zkey this kind is proven
@@ -332,7 +348,8 @@ class RealProver:
         from cuzk.prover import ProvingKey, estimate_memory
 
         circuit = self.circuit(proof_kind)
-        key = ProvingKey.load(self.zkey_path(proof_kind))
+        path = self.zkey_path(proof_kind)
+        key = ProvingKey.load(path, tables=self.msm_tables(self.key_layout(proof_kind)))
         circuit.check_key(key)
         device_bytes = working = 0
         for backend in self._backends.values():
@@ -347,6 +364,7 @@ class RealProver:
             key=_Key(key, circuit),
             host_bytes=int(key.host_bytes),
             device_bytes=device_bytes,
+            msm_table_bytes=int(key.table_bytes),
             estimate=PartitionMemory(
                 partition_bytes=int(est.reservation_bytes),
                 abc_bytes=int(est.abc_bytes),

@@ -263,6 +263,263 @@ static int G(_msm)(const unsigned char *points, const u64 *scalars, size_t n, in
     return 1;
 }
 
+/* ---- precomputed window tables ----
+ * A table of t copies of a section, copy j holding 2^(j*s*c) * P for every key point P (copy 0
+ * is the section itself, the others are built once at key load), lets t windows share one
+ * bucket pass: the W = ceil(256/c) windows become s = ceil(W/t) passes, each paying one bucket
+ * reduction and c doublings instead of t of each. */
+
+static inline int G(_row_zero)(const unsigned char *pt) {
+    for (size_t j = 0; j < 2 * NW * 8; j++)
+        if (pt[j]) return 0;
+    return 1;
+}
+
+/* Batch-normalise cnt XYZZ points to affine Montgomery rows (all zero for infinity) with one
+ * inversion (Montgomery's trick over the ZZ and ZZZ of every point). scratch: 2 * cnt * NW. */
+static void G(_normalize)(const PT *pts, size_t cnt, unsigned char *out, size_t stride,
+                          u64 *scratch) {
+    u64 acc[NW], inv[NW], t[NW];
+    G(_one)(acc);
+    for (size_t i = 0; i < cnt; i++) {
+        for (int h = 0; h < 2; h++) {
+            const u64 *z = h ? pts[i].zzz : pts[i].zz;
+            memcpy(scratch + (2 * i + h) * NW, acc, sizeof acc);
+            if (!FE(is_zero)(z)) FE(mul)(acc, acc, z);
+        }
+    }
+    FE(inv)(inv, acc);
+    for (size_t i = cnt; i-- > 0;) {
+        u64 zinv[2][NW];
+        for (int h = 1; h >= 0; h--) {
+            const u64 *z = h ? pts[i].zzz : pts[i].zz;
+            if (FE(is_zero)(z)) {
+                memset(zinv[h], 0, sizeof zinv[h]);
+                continue;
+            }
+            FE(mul)(zinv[h], inv, scratch + (2 * i + h) * NW);
+            FE(mul)(inv, inv, z);
+        }
+        unsigned char *row = out + i * stride;
+        if (G(_is_inf)(&pts[i])) {
+            memset(row, 0, 2 * NW * 8);
+            continue;
+        }
+        FE(mul)(t, pts[i].x, zinv[0]);
+        memcpy(row, t, sizeof t);
+        FE(mul)(t, pts[i].y, zinv[1]);
+        memcpy(row + sizeof t, t, sizeof t);
+    }
+}
+
+#define TAB_CHUNK 256
+
+typedef struct {
+    const unsigned char *points;
+    unsigned char *out;
+    size_t n;
+    int t;
+    int shift;
+    atomic_size_t next;
+    atomic_int failed;
+} G(_fill_job);
+
+static void *G(_fill_worker)(void *arg) {
+    G(_fill_job) *job = (G(_fill_job) *)arg;
+    const size_t rowb = 2 * NW * 8, copies = (size_t)job->t - 1;
+    PT *tmp = (PT *)PyMem_RawMalloc(TAB_CHUNK * copies * sizeof(PT));
+    u64 *scratch = (u64 *)PyMem_RawMalloc(2 * TAB_CHUNK * copies * NW * sizeof(u64));
+    if (tmp == NULL || scratch == NULL) {
+        atomic_store(&job->failed, 1);
+        PyMem_RawFree(tmp);
+        PyMem_RawFree(scratch);
+        return NULL;
+    }
+    u64 ax[NW], ay[NW];
+    for (;;) {
+        size_t lo = atomic_fetch_add(&job->next, TAB_CHUNK);
+        if (lo >= job->n) break;
+        size_t hi = lo + TAB_CHUNK < job->n ? lo + TAB_CHUNK : job->n;
+        for (size_t i = lo; i < hi; i++) {
+            const unsigned char *pt = job->points + i * rowb;
+            PT acc;
+            if (G(_row_zero)(pt)) {
+                G(_set_inf)(&acc);
+            } else {
+                memcpy(ax, pt, sizeof ax);
+                memcpy(ay, pt + sizeof ax, sizeof ay);
+                memcpy(acc.x, ax, sizeof ax);
+                memcpy(acc.y, ay, sizeof ay);
+                G(_one)(acc.zz);
+                G(_one)(acc.zzz);
+            }
+            for (size_t j = 0; j < copies; j++) {
+                for (int k = 0; k < job->shift; k++) G(_dbl)(&acc, &acc);
+                tmp[j * TAB_CHUNK + (i - lo)] = acc;
+            }
+        }
+        for (size_t j = 0; j < copies; j++)
+            G(_normalize)(tmp + j * TAB_CHUNK, hi - lo, job->out + (j * job->n + lo) * rowb,
+                          rowb, scratch);
+    }
+    PyMem_RawFree(tmp);
+    PyMem_RawFree(scratch);
+    return NULL;
+}
+
+/* Fill out ((t - 1) * n rows) with copies 1..t-1 of the n points: copy j row i = 2^(j*shift)
+ * * P_i. Returns 0, or -1 when out of memory. */
+static int G(_table_fill)(const unsigned char *points, size_t n, int t, int shift,
+                          unsigned char *out, int threads) {
+    if (t < 2 || n == 0) return 0;
+    G(_fill_job) job = {points, out, n, t, shift, 0, 0};
+    pthread_t tids[64];
+    int started = 0;
+    for (; started < threads - 1 && started < 64; started++)
+        if (pthread_create(&tids[started], NULL, G(_fill_worker), &job) != 0) break;
+    G(_fill_worker)(&job);
+    for (int i = 0; i < started; i++) pthread_join(tids[i], NULL);
+    return atomic_load(&job.failed) ? -1 : 0;
+}
+
+typedef struct {
+    const int32_t *digits;
+    const uint32_t *rows;
+    size_t m, n;
+    const unsigned char *points, *table;
+    PT *results;
+    int windows, c, t, s, groups;
+    atomic_int next;
+    atomic_int failed;
+} G(_tab_job);
+
+static void *G(_tab_worker)(void *arg) {
+    G(_tab_job) *job = (G(_tab_job) *)arg;
+    const size_t nbuckets = (size_t)1 << (job->c - 1), rowb = 2 * NW * 8;
+    PT *buckets = (PT *)PyMem_RawMalloc(nbuckets * sizeof(PT));
+    if (buckets == NULL) {
+        atomic_store(&job->failed, 1);
+        return NULL;
+    }
+    u64 ax[NW], ay[NW];
+    for (;;) {
+        int u = atomic_fetch_add(&job->next, 1);
+        if (u >= job->s * job->groups) break;
+        int pass = u / job->groups, g = u % job->groups;
+        int j0 = (int)((long)g * job->t / job->groups);
+        int j1 = (int)((long)(g + 1) * job->t / job->groups);
+        for (size_t b = 0; b < nbuckets; b++) G(_set_inf)(&buckets[b]);
+        for (int j = j0; j < j1; j++) {
+            int w = j * job->s + pass;
+            if (w >= job->windows) break;
+            const int32_t *digits = job->digits + (size_t)w * job->m;
+            const unsigned char *base =
+                j == 0 ? job->points : job->table + (size_t)(j - 1) * job->n * rowb;
+            for (size_t k = 0; k < job->m; k++) {
+                int32_t d = digits[k];
+                if (d == 0) continue;
+                const unsigned char *pt = base + (size_t)job->rows[k] * rowb;
+                memcpy(ax, pt, sizeof ax);
+                memcpy(ay, pt + sizeof ax, sizeof ay);
+                if (j > 0 && FE(is_zero)(ax) && FE(is_zero)(ay)) continue; /* 2^k P = O */
+                if (d < 0) {
+                    FE(neg)(ay, ay);
+                    d = -d;
+                }
+                G(_madd)(&buckets[d - 1], ax, ay);
+            }
+        }
+        PT sum, acc;
+        G(_set_inf)(&sum);
+        G(_set_inf)(&acc);
+        for (size_t b = nbuckets; b-- > 0;) {
+            G(_add)(&sum, &buckets[b]);
+            G(_add)(&acc, &sum);
+        }
+        job->results[u] = acc;
+    }
+    PyMem_RawFree(buckets);
+    return NULL;
+}
+
+/* Active rows: nonzero scalar and point not at infinity. Returns m, or -2 for a scalar of
+ * 2^255 or more. */
+static long long G(_active)(const unsigned char *points, const u64 *scalars, size_t n,
+                            uint32_t *rows) {
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        const u64 *s = scalars + 4 * i;
+        if (s[3] >> 63) return -2;
+        if ((s[0] | s[1] | s[2] | s[3]) == 0) continue;
+        if (!G(_row_zero)(points + i * (2 * NW * 8))) rows[m++] = (uint32_t)i;
+    }
+    return (long long)m;
+}
+
+/* Writes the affine normal-form result of an XYZZ point; 0 for infinity, else 1. */
+static int G(_to_affine_out)(const PT *total, u64 *out) {
+    if (G(_is_inf)(total)) return 0;
+    u64 zzinv[NW], zzzinv[NW], x[NW], y[NW];
+    FE(inv)(zzinv, total->zz);
+    FE(inv)(zzzinv, total->zzz);
+    FE(mul)(x, total->x, zzinv);
+    FE(mul)(y, total->y, zzzinv);
+    FE(from_mont)(out, x);
+    FE(from_mont)(out + NW, y);
+    return 1;
+}
+
+/* As G(_msm), with the table of t copies built for window width c (G(_table_fill) with shift
+ * s * c). threads > 1 splits each pass's copies among threads (each with its own buckets). */
+static int G(_msm_tab)(const unsigned char *points, const unsigned char *table, int t, int c,
+                       const u64 *scalars, size_t n, int threads, u64 *out) {
+    uint32_t *rows = (uint32_t *)PyMem_RawMalloc((n ? n : 1) * sizeof(uint32_t));
+    if (rows == NULL) return -1;
+    long long active = G(_active)(points, scalars, n, rows);
+    if (active <= 0) {
+        PyMem_RawFree(rows);
+        return active == -2 ? -2 : 0;
+    }
+    size_t m = (size_t)active;
+    int windows = (256 + c - 1) / c;
+    int s = (windows + t - 1) / t;
+    int groups = threads <= s ? 1 : (threads + s - 1) / s;
+    if (groups > t) groups = t;
+    int32_t *digits = (int32_t *)PyMem_RawMalloc((size_t)windows * m * sizeof(int32_t));
+    PT *results = (PT *)PyMem_RawMalloc((size_t)s * groups * sizeof(PT));
+    if (digits == NULL || results == NULL) {
+        PyMem_RawFree(rows);
+        PyMem_RawFree(digits);
+        PyMem_RawFree(results);
+        return -1;
+    }
+    signed_digits(scalars, rows, m, c, windows, digits);
+    G(_tab_job) job = {digits, rows, m, n, points, table, results, windows, c, t, s, groups, 0, 0};
+    int units = s * groups, extra = threads - 1;
+    if (extra > units - 1) extra = units - 1;
+    pthread_t tids[64];
+    int started = 0;
+    for (; started < extra && started < 64; started++)
+        if (pthread_create(&tids[started], NULL, G(_tab_worker), &job) != 0) break;
+    G(_tab_worker)(&job);
+    for (int i = 0; i < started; i++) pthread_join(tids[i], NULL);
+    PyMem_RawFree(digits);
+    PyMem_RawFree(rows);
+    if (atomic_load(&job.failed)) {
+        PyMem_RawFree(results);
+        return -1;
+    }
+    PT total;
+    G(_set_inf)(&total);
+    for (int p = s - 1; p >= 0; p--) {
+        if (p < s - 1)
+            for (int k = 0; k < c; k++) G(_dbl)(&total, &total);
+        for (int g = 0; g < groups; g++) G(_add)(&total, &results[p * groups + g]);
+    }
+    PyMem_RawFree(results);
+    return G(_to_affine_out)(&total, out);
+}
+
 /* The first row that is not infinity (all zero) and not an affine point of the curve (each
  * coordinate reduced, y^2 = x^3 + b), or -1 when every row is. */
 static long long G(_first_bad)(const unsigned char *points, size_t n) {

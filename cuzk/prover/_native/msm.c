@@ -249,6 +249,152 @@ done:
     return result;
 }
 
+typedef int (*msm_tab_fn)(const unsigned char *, const unsigned char *, int, int, const u64 *,
+                          size_t, int, u64 *);
+typedef int (*fill_fn)(const unsigned char *, size_t, int, int, unsigned char *, int);
+
+/* msm_tab(group, points, table, t, c, scalars, threads, fast): as msm, with a table of copies
+ * 1..t-1 built by table_fill(group, points, table, t, s * c, ...), s = ceil(ceil(256/c) / t). */
+static PyObject *py_msm_tab(PyObject *self, PyObject *args) {
+    int group, t, c, threads, fast;
+    PyObject *pts_obj, *tab_obj, *sc_obj;
+    if (!PyArg_ParseTuple(args, "iOOiiOii", &group, &pts_obj, &tab_obj, &t, &c, &sc_obj, &threads,
+                          &fast))
+        return NULL;
+    if (group != 1 && group != 2) {
+        PyErr_SetString(PyExc_ValueError, "group must be 1 or 2");
+        return NULL;
+    }
+    if (t < 1 || t > 256 || c < 1 || c > 20) {
+        PyErr_Format(PyExc_ValueError, "bad table shape: %d copies, window %d bits", t, c);
+        return NULL;
+    }
+    const size_t nw = group == 1 ? 6 : 12;
+    const size_t row = 2 * nw * 8;
+    Py_buffer pts, tab, sc;
+    if (PyObject_GetBuffer(pts_obj, &pts, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (PyObject_GetBuffer(tab_obj, &tab, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&pts);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(sc_obj, &sc, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&pts);
+        PyBuffer_Release(&tab);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    u64 *scalars = NULL;
+    size_t n = (size_t)sc.len / 32;
+    if ((size_t)sc.len % 32 != 0 || (size_t)pts.len != n * row ||
+        (size_t)tab.len != (size_t)(t - 1) * n * row) {
+        PyErr_Format(PyExc_ValueError,
+                     "MSM size mismatch: %zd point bytes, %zd table bytes, %zd scalar bytes",
+                     pts.len, tab.len, sc.len);
+        goto done;
+    }
+    if (n > 0xffffffffULL) {
+        PyErr_SetString(PyExc_ValueError, "MSM too large");
+        goto done;
+    }
+    if (threads > 64) threads = 64;
+    if (threads < 1) threads = 1;
+    int aligned = ((uintptr_t)sc.buf % 8) == 0;
+    if (!aligned) {
+        scalars = (u64 *)PyMem_RawMalloc(n * 32 + 1);
+        if (scalars == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        memcpy(scalars, sc.buf, n * 32);
+    }
+    msm_tab_fn fn;
+#if HAVE_FAST_PATH
+    if (fast && cpu_has_fast())
+        fn = group == 1 ? g1_msm_tab_adx : g2_msm_tab_adx;
+    else
+#endif
+        fn = group == 1 ? g1_msm_tab_portable : g2_msm_tab_portable;
+    (void)fast;
+    u64 out[24];
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = fn((const unsigned char *)pts.buf, (const unsigned char *)tab.buf, t, c,
+            aligned ? (const u64 *)sc.buf : scalars, n, threads, out);
+    Py_END_ALLOW_THREADS
+    if (rc == -1) {
+        PyErr_NoMemory();
+    } else if (rc == -2) {
+        PyErr_SetString(PyExc_ValueError, "a scalar is 2^255 or more: not a reduced Fr element");
+    } else if (rc == 0) {
+        Py_INCREF(Py_None);
+        result = Py_None;
+    } else {
+        result = PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)(2 * nw * 8));
+    }
+done:
+    PyMem_RawFree(scalars);
+    PyBuffer_Release(&pts);
+    PyBuffer_Release(&tab);
+    PyBuffer_Release(&sc);
+    return result;
+}
+
+/* table_fill(group, points, out, t, shift, threads, fast): writes copies 1..t-1 of the points
+ * (copy j = 2^(j * shift) * P) into the writable buffer out, (t - 1) * n rows. */
+static PyObject *py_table_fill(PyObject *self, PyObject *args) {
+    int group, t, shift, threads, fast;
+    PyObject *pts_obj, *out_obj;
+    if (!PyArg_ParseTuple(args, "iOOiiii", &group, &pts_obj, &out_obj, &t, &shift, &threads,
+                          &fast))
+        return NULL;
+    if (group != 1 && group != 2) {
+        PyErr_SetString(PyExc_ValueError, "group must be 1 or 2");
+        return NULL;
+    }
+    if (t < 1 || t > 256 || shift < 1) {
+        PyErr_Format(PyExc_ValueError, "bad table shape: %d copies, shift %d", t, shift);
+        return NULL;
+    }
+    const size_t row = group == 1 ? 96 : 192;
+    Py_buffer pts, out;
+    if (PyObject_GetBuffer(pts_obj, &pts, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (PyObject_GetBuffer(out_obj, &out, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&pts);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    size_t n = (size_t)pts.len / row;
+    if ((size_t)pts.len % row != 0 || (size_t)out.len != (size_t)(t - 1) * n * row) {
+        PyErr_Format(PyExc_ValueError, "table size mismatch: %zd point bytes, %zd table bytes",
+                     pts.len, out.len);
+        goto done;
+    }
+    if (threads > 64) threads = 64;
+    if (threads < 1) threads = 1;
+    fill_fn fn;
+#if HAVE_FAST_PATH
+    if (fast && cpu_has_fast())
+        fn = group == 1 ? g1_table_fill_adx : g2_table_fill_adx;
+    else
+#endif
+        fn = group == 1 ? g1_table_fill_portable : g2_table_fill_portable;
+    (void)fast;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = fn((const unsigned char *)pts.buf, n, t, shift, (unsigned char *)out.buf, threads);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        PyErr_NoMemory();
+    } else {
+        Py_INCREF(Py_None);
+        result = Py_None;
+    }
+done:
+    PyBuffer_Release(&pts);
+    PyBuffer_Release(&out);
+    return result;
+}
+
 /* first_bad(group, points) -> index of the first row that is not a curve point, or -1. */
 static PyObject *py_first_bad(PyObject *self, PyObject *args) {
     int group;
@@ -289,6 +435,10 @@ static PyObject *py_fast_available(PyObject *self, PyObject *noargs) {
 static PyMethodDef methods[] = {
     {"msm", py_msm, METH_VARARGS,
      "msm(group, points, scalars, threads, fast) -> affine x||y bytes, or None for infinity"},
+    {"msm_tab", py_msm_tab, METH_VARARGS,
+     "msm_tab(group, points, table, t, c, scalars, threads, fast) -> as msm, with a window table"},
+    {"table_fill", py_table_fill, METH_VARARGS,
+     "table_fill(group, points, out, t, shift, threads, fast): copies 1..t-1 of a window table"},
     {"first_bad", py_first_bad, METH_VARARGS,
      "first_bad(group, points) -> first row not on the curve (nor infinity), or -1"},
     {"fast_available", py_fast_available, METH_NOARGS,

@@ -27,8 +27,9 @@ def _held_objects(key: ProvingKey) -> int:
     sections: list[PointSection] = [key._g1[s] for s in ("A", "B1", "C", "H")] + [key._b2]
 
     def section(s: PointSection) -> int:
-        if s.points is None:  # the native MSM reads the mapped rows in place
-            return int(s.present.nbytes + s.raw.nbytes)
+        if s.points is None:  # the native MSM reads the mapped rows in place, and its table
+            return int(s.present.nbytes + s.raw.nbytes + (0 if s.table is None else
+                                                          s.table.data.nbytes))
         objects = len({id(p) for p in s.points}) * sys.getsizeof(s.points[0])
         return int(s.present.nbytes + s.points.nbytes + objects)
 

@@ -57,12 +57,22 @@ def _expected(kind, points: list, values: list[int]):
     return kind.multiexp_unchecked(points, [Scalar(v) for v in values])
 
 
-def _check(group: str, points: list, values: list[int], threads: int = 1) -> None:
+def _plans(n: int) -> list[native_msm.TablePlan]:
+    """The window table the key loader would build for n points, and shapes it would not pick:
+    several passes sharing copies (5-bit windows, 3 copies), one pass (8 bits, 32 copies)."""
+    return [native_msm.table_plan(n), native_msm.TablePlan(5, 3), native_msm.TablePlan(8, 32)]
+
+
+def _check(group: str, points: list, values: list[int], threads: int = 1,
+           plans: list[native_msm.TablePlan] | None = None) -> None:
     kind, to_mont, native = GROUPS[group]
     arr = to_mont(BLS12_381, points)
     scalars = _scalar_array(values)
     got = native(arr, scalars, threads)
     assert got == _expected(kind, points, values)
+    for plan in _plans(len(points)) if plans is None else plans:
+        table = native_msm.build_table(arr, plan, threads)
+        assert native(arr, scalars, threads, table) == got, plan
     objects = np.empty(len(points), dtype=object)
     objects[:] = points
     present = arr.reshape(len(points), -1).any(axis=1)
@@ -92,8 +102,15 @@ def test_edge_scalars_and_points_at_infinity(arith: str, group: str):
 
 
 @pytest.mark.parametrize("group", ["G1", "G2"])
-def test_all_zero_scalars_or_all_infinity_give_the_identity(arith: str, group: str):
-    kind, to_mont, native = GROUPS[group]
+@pytest.mark.parametrize("tabled", [False, True])
+def test_all_zero_scalars_or_all_infinity_give_the_identity(arith: str, group: str,
+                                                            tabled: bool):
+    kind, to_mont, plain = GROUPS[group]
+
+    def native(arr: np.ndarray, scalars: np.ndarray):
+        table = native_msm.build_table(arr, native_msm.table_plan(len(arr))) if tabled else None
+        return plain(arr, scalars, 1, table)
+
     points = _points(kind, 10)
     assert native(to_mont(BLS12_381, points), _scalar_array([0] * 10)) == kind.identity()
     at_inf = [kind.identity()] * 10
@@ -118,7 +135,8 @@ def test_large_msm_matches_arkworks(group: str, n: int):
     kind = GROUPS[group][0]
     values = [secrets.randbelow(R) for _ in range(n)]
     values[::7] = [0] * len(values[::7])
-    _check(group, _points(kind, n, infinity=tuple(range(0, n, 11))), values, threads=2)
+    _check(group, _points(kind, n, infinity=tuple(range(0, n, 11))), values, threads=2,
+           plans=[native_msm.table_plan(n)])
 
 
 def test_bad_input_is_refused():
@@ -129,6 +147,19 @@ def test_bad_input_is_refused():
         native_msm.msm_g1(arr, _scalar_array([1, 2, 3]))
     with pytest.raises(ValueError, match="field_arith"):
         native_msm.configure("fast")
+    table = native_msm.build_table(arr, native_msm.TablePlan(8, 4))
+    with pytest.raises(ValueError, match="size mismatch"):
+        native_msm.msm_g1(arr[:3], _scalar_array([1, 2, 3]), table=table)
+
+
+def test_table_plans_trade_memory_for_work():
+    """Sections the bundled kinds have get a table; one so large that its best table saves
+    under 3% gets none, and a table never holds more copies than there are windows."""
+    for n in (1, 300, 3650, 23452, 32768):
+        plan = native_msm.table_plan(n)
+        assert 1 < plan.copies <= plan.windows and plan.passes * plan.copies >= plan.windows
+    assert native_msm.table_plan(1 << 20).copies == 1
+    assert native_msm.TablePlan(13, 7).table_bytes(rows=10, row_bytes=96) == 6 * 10 * 96
 
 
 @pytest.mark.parametrize("group", ["G1", "G2"])
