@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
@@ -33,11 +32,12 @@ def _mac(typingctx, acc, a, b, carry):
     sig = types.UniTuple(types.uint64, 2)(types.uint64, types.uint64, types.uint64, types.uint64)
 
     def codegen(context, builder, signature, args):
-        wide = ir.IntType(128)
+        word = args[0].type  # llvmlite's i64; its class makes the i128 (calling a type
+        wide = type(word)(128)  # makes a constant), so this module needs no llvmlite import
         x, y, z, c = (builder.zext(v, wide) for v in args)
         s = builder.add(builder.add(builder.mul(y, z), x), c)
-        lo = builder.trunc(s, ir.IntType(64))
-        hi = builder.trunc(builder.lshr(s, ir.Constant(wide, 64)), ir.IntType(64))
+        lo = builder.trunc(s, word)
+        hi = builder.trunc(builder.lshr(s, wide(64)), word)
         return context.make_tuple(builder, signature.return_type, (lo, hi))
 
     return sig, codegen
