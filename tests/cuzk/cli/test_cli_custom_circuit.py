@@ -288,6 +288,6 @@ def test_bench_prover_a_configured_kind(tmp_path: Path, capsys):
     assert result["machine"]["cores"] >= 1 and result["machine"]["field_arith"]
     (row,) = result["results"]
     assert row["proof_kind"] == "tiny" and row["configured"] and len(row["runs"]) == 1
-    assert "key_load=" in row["runs"][0]["cuzk_steps"]
+    assert " read=" in row["runs"][0]["cuzk_steps"] and "key_load=" in row["runs"][0]["cuzk_steps"]
     assert main(["bench", "prover", "nope", "--config", str(config), "--no-snarkjs"]) == 2
     assert "unknown proof kind 'nope'; known: " in capsys.readouterr().err
