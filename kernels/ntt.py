@@ -21,7 +21,10 @@ import numpy as np
 
 from kernels._threads import cpu_count, run_parallel
 from kernels.curves import BLS12_381, Curve
-from kernels.field import FR, fr_add, fr_copy, fr_mont_mul, fr_sub, int_to_limbs
+from kernels.field import FR, fr_copy, int_to_limbs
+from kernels.fr64 import fr_add64 as fr_add
+from kernels.fr64 import fr_mont_mul64 as fr_mont_mul
+from kernels.fr64 import fr_sub64 as fr_sub
 
 MAX_LOG_N = 24
 _LIMBS = 8

@@ -12,7 +12,10 @@ import numba
 import numpy as np
 
 from kernels._threads import cpu_count, run_parallel
-from kernels.field import FR, fr_add, fr_from_mont, fr_mont_mul, fr_sub
+from kernels.field import FR, fr_from_mont
+from kernels.fr64 import fr_add64 as fr_add
+from kernels.fr64 import fr_mont_mul64 as fr_mont_mul
+from kernels.fr64 import fr_sub64 as fr_sub
 from kernels.ntt import odd_coset_evaluations
 
 _MIN_PARALLEL_ROWS = 1 << 12

@@ -34,7 +34,8 @@ def register(subparsers: Any) -> None:
     pp = sub.add_parser(
         "prover", help="cuzk's CPU prover against snarkjs groth16 prove, same zkey and witness"
     )
-    pp.add_argument("kinds", nargs="*", help="bundled proof kinds (default: all)")
+    pp.add_argument("kinds", nargs="*", help="proof kinds: bundled (default: all of them) or "
+                    "--config's [proof_kinds.<name>], proven as whole `cuzk prove` processes")
     pp.add_argument(
         "--repeat", type=int, default=3,
         help="interleaved runs per prover (cuzk, snarkjs, cuzk, ...); each run is printed",
@@ -44,7 +45,10 @@ def register(subparsers: Any) -> None:
     pp.add_argument("--zkey", type=Path, help="the proving key of --r1cs (a ceremony key)")
     pp.add_argument("--wtns", type=Path, help="a witness of --r1cs")
     pp.add_argument("--no-snarkjs", action="store_true", help="skip the snarkjs column")
-    pp.add_argument("--keys-dir", type=Path, default=DEFAULT_KEYS_DIR)
+    pp.add_argument("--config", type=Path, default=None,
+                    help="cuzk config whose proof kinds KINDS may name (default: $CUZK_CONFIG)")
+    pp.add_argument("--keys-dir", type=Path, default=None,
+                    help=f"development key cache (default: the config's, else {DEFAULT_KEYS_DIR})")
     pp.add_argument("--json", type=Path, help="also write the figures as JSON here")
     pp.add_argument(
         "--msm-precompute", choices=("auto", "off", "on"), default="auto",
@@ -177,33 +181,69 @@ def _run_user_circuit(args: argparse.Namespace, snarkjs: str | None, machine: di
             print(f"cuzk bench prover: --{flag} {path or ''}: no such file (--r1cs needs --zkey "
                   "and --wtns)", file=sys.stderr)
             return 2
-    runs: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        cuzk_cmd = [sys.executable, "-m", "cuzk.cli.main", "prove", "--r1cs", str(args.r1cs),
-                    "--zkey", str(args.zkey), "--wtns", str(args.wtns), "--backend", "cpu",
-                    "--out", str(work)]
-        for i in range(args.repeat):
-            load = _load()
-            t0 = time.perf_counter()
-            out = subprocess.run(cuzk_cmd, check=True, capture_output=True, text=True)
-            run: dict[str, Any] = {"cuzk_ms": (time.perf_counter() - t0) * 1e3, "load_1m": load,
-                                   "cuzk_steps": out.stdout.strip().splitlines()[-1]}
-            if snarkjs:
-                run["snarkjs_ms"] = _snarkjs_cli_prove(snarkjs, args.zkey, args.wtns, work) * 1e3
-                run["speedup"] = run["snarkjs_ms"] / run["cuzk_ms"]
-            runs.append(run)
-            _print_run(args.r1cs.stem, i, run)
-            print(f"  {run['cuzk_steps']}", flush=True)
-    row: dict[str, Any] = {"circuit": str(args.r1cs), "mode": "cli", "runs": runs,
-                           **_spread(runs, "cuzk_ms")}
-    if snarkjs:
-        row |= _spread(runs, "speedup")
-        print(f"{args.r1cs.stem}: speedup x{row['speedup_min']:.2f}..x{row['speedup_max']:.2f} "
-              f"(median x{row['speedup_median']:.2f}) over {len(runs)} interleaved runs")
+    circuit_args = ["--r1cs", str(args.r1cs), "--zkey", str(args.zkey)]
+    row = _cli_runs(args.r1cs.stem, circuit_args, args.zkey, args.wtns, args.repeat, snarkjs)
+    row = {"circuit": str(args.r1cs), **row}
     if args.json:
         args.json.write_text(json.dumps({"machine": machine, "results": [row]}, indent=1) + "\n")
     return 0
+
+
+def _cli_runs(name: str, circuit_args: list[str], zkey: Path, wtns: Path, repeat: int,
+              snarkjs: str | None) -> dict[str, Any]:
+    """``repeat`` interleaved pairs of whole processes: ``cuzk prove <circuit_args> --wtns``
+    (start-up, key load and checks included), then ``snarkjs groth16 prove`` on the same files."""
+    runs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        cuzk_cmd = [sys.executable, "-m", "cuzk.cli.main", "prove", *circuit_args,
+                    "--wtns", str(wtns), "--backend", "cpu", "--out", str(work)]
+        for i in range(repeat):
+            load = _load()
+            t0 = time.perf_counter()
+            out = subprocess.run(cuzk_cmd, capture_output=True, text=True)
+            if out.returncode != 0:
+                raise CuzkError(f"{name}: cuzk prove exited {out.returncode}: "
+                                f"{out.stderr.strip() or out.stdout.strip()}")
+            run: dict[str, Any] = {"cuzk_ms": (time.perf_counter() - t0) * 1e3, "load_1m": load,
+                                   "cuzk_steps": out.stdout.strip().splitlines()[-1]}
+            if snarkjs:
+                run["snarkjs_ms"] = _snarkjs_cli_prove(snarkjs, zkey, wtns, work) * 1e3
+                run["speedup"] = run["snarkjs_ms"] / run["cuzk_ms"]
+            runs.append(run)
+            _print_run(name, i, run)
+            print(f"  {run['cuzk_steps']}", flush=True)
+    row: dict[str, Any] = {"mode": "cli", "runs": runs, **_spread(runs, "cuzk_ms")}
+    if snarkjs:
+        row |= _spread(runs, "speedup")
+        print(f"{name}: speedup x{row['speedup_min']:.2f}..x{row['speedup_max']:.2f} "
+              f"(median x{row['speedup_median']:.2f}) over {len(runs)} interleaved runs")
+    return row
+
+
+def _configured_kind_row(args: argparse.Namespace, kind: str, snarkjs: str | None
+                         ) -> dict[str, Any]:
+    """A configured kind as its user proves it: ``cuzk prove KIND --config``, the witness of
+    its sample input written once as a .wtns that both provers read."""
+    from cuzk.cli._local import pick, zkey_for
+
+    c = pick(argparse.Namespace(kind=kind, r1cs=None, wasm=None, zkey=None,
+                                config=args.config, keys_dir=args.keys_dir))
+    if c.sample_input is None:
+        raise CuzkError(f"proof kind {kind} has no sample_input to prove: set one in the "
+                        "config, or bench it with --r1cs/--zkey/--wtns")
+    zkey = zkey_for(c)
+    circuit = Circuit.load(c.r1cs, c.wasm, kind)
+    inputs = json.loads(Path(c.sample_input).read_text())
+    with tempfile.TemporaryDirectory() as tmp:
+        wtns = Path(tmp) / f"{kind}.wtns"
+        write_wtns(wtns, circuit.calculate_witness(inputs), circuit.r1cs.curve)
+        circuit_args = [kind, "--zkey", str(zkey)]
+        config = args.config or os.environ.get("CUZK_CONFIG")
+        if config:
+            circuit_args += ["--config", str(config)]
+        row = _cli_runs(kind, circuit_args, zkey, wtns, args.repeat, snarkjs)
+    return {"proof_kind": kind, "configured": True, **row}
 
 
 def run_prover(args: argparse.Namespace) -> int:
@@ -222,15 +262,27 @@ def run_prover(args: argparse.Namespace) -> int:
           "(cpu has bmi2+adx: {cpu_has_bmi2_adx})".format(**machine), flush=True)
     if args.r1cs is not None:
         return _run_user_circuit(args, snarkjs, machine)
-    rows = []
+    configured = _configured_kinds(args)
+    if configured is None:
+        return 2
+    rows, cli_rows = [], []
     backend = CpuBackend()
     for kind in kinds:
+        if kind in configured:
+            try:
+                cli_rows.append(_configured_kind_row(args, kind, snarkjs))
+            except CuzkError as e:
+                print(f"cuzk bench prover: {kind}: {e}", file=sys.stderr)
+                return 1
+            continue
         if kind not in circuits:
-            print(f"cuzk bench prover: unknown proof kind {kind!r}", file=sys.stderr)
+            known = ", ".join(sorted({*circuits, *configured}))
+            print(f"cuzk bench prover: unknown proof kind {kind!r}; known: {known}",
+                  file=sys.stderr)
             return 2
         c = circuits[kind]
         try:
-            zkey = ensure_zkey(kind, Path(c.r1cs_path), args.keys_dir)
+            zkey = ensure_zkey(kind, Path(c.r1cs_path), args.keys_dir or DEFAULT_KEYS_DIR)
             t_load = time.perf_counter()
             key = ProvingKey.load(zkey, tables=_tables(args.msm_precompute, zkey))
             load_ms = (time.perf_counter() - t_load) * 1e3
@@ -289,11 +341,27 @@ def run_prover(args: argparse.Namespace) -> int:
                 row |= _spread(runs, "speedup")
                 row["speedup"] = row["speedup_median"]
         rows.append(row)
-    _print_table(console, rows, bool(snarkjs))
+    if rows:
+        _print_table(console, rows, bool(snarkjs))
     if args.json:
-        out = {"machine": machine, "results": rows}
+        out = {"machine": machine, "results": rows + cli_rows}
         args.json.write_text(json.dumps(out, indent=1) + "\n")
     return 0
+
+
+def _configured_kinds(args: argparse.Namespace) -> set[str] | None:
+    """Names of --config's / $CUZK_CONFIG's proof kinds (empty without a config); None, said
+    on stderr, when the config cannot be read."""
+    path = args.config or os.environ.get("CUZK_CONFIG") or None
+    if path is None:
+        return set()
+    from cuzk.config import ConfigError, load_config
+
+    try:
+        return set(load_config(path).proof_kinds)
+    except ConfigError as e:
+        print(f"cuzk bench prover: {e}", file=sys.stderr)
+        return None
 
 
 _SIZE_ORDER = ("winning-post", "snap-update", "window-post", "porep-c2")

@@ -115,6 +115,7 @@ def _run(args: argparse.Namespace) -> int:
     from cuzk.prover.session import prove_timed
 
     startup_s = _process_age_s()
+    t_read = time.perf_counter()
     # 1. Everything about the arguments, cheap and before anything long.
     c = pick(args, need_wasm=args.wtns is None)
     check_output_dir(args.out, "--out")
@@ -146,8 +147,11 @@ def _run(args: argparse.Namespace) -> int:
     if c.zkey is not None:
         zkey = c.zkey
     else:
+        t_keygen = time.perf_counter()
         with stage_progress("keygen") as tick:
             zkey = zkey_for(c, tick)
+        t_read += time.perf_counter() - t_keygen
+    read_s = time.perf_counter() - t_read  # arguments, r1cs, witness (keygen aside)
     t_load = time.perf_counter()
     # One proof per process: "auto" has no budget to weigh and builds no window tables.
     tables = backend.name == "cpu" and native_msm.tables_wanted(
@@ -174,7 +178,7 @@ def _run(args: argparse.Namespace) -> int:
     print(
         f"{c.name}: proof verified={proof.verified} backend={backend.name} "
         f"field_arith={native_msm.arith_path() if backend.name == 'cpu' else 'n/a'} "
-        f"startup={startup} key_load={load_s * 1e3:.0f}ms "
+        f"startup={startup} read={read_s * 1e3:.0f}ms key_load={load_s * 1e3:.0f}ms "
         f"synthesize={times.synthesize_s * 1e3:.0f}ms "
         f"gpu_phase={times.gpu_phase_s * 1e3:.0f}ms finalize={times.finalize_s * 1e3:.0f}ms "
         f"-> {args.out / 'proof.json'}"

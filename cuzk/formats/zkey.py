@@ -347,9 +347,35 @@ def _map_distinct(values: np.ndarray, fn, curve: Curve) -> np.ndarray:
     arr = np.ascontiguousarray(values, dtype=np.uint32).reshape(-1, curve.fr_limbs)
     if arr.shape[0] == 0:
         return arr.copy()
-    uniq, inverse = np.unique(arr, axis=0, return_inverse=True)
+    uniq, inverse = distinct_rows(arr)
     mapped = ints_to_limbs((fn(v) for v in limbs_to_ints(uniq)), curve.fr_limbs)
     return mapped[inverse.reshape(-1)]
+
+
+_MIX = np.uint64(0x9E3779B97F4A7C15)  # odd: multiplying by it is a bijection on 64-bit words
+
+
+def row_hashes(arr: np.ndarray) -> np.ndarray:
+    """One 64-bit word per uint32 row (a multiply-xor chain over its limbs, wrapping)."""
+    h = np.zeros(arr.shape[0], dtype=np.uint64)
+    for j in range(arr.shape[1]):
+        h = (h * _MIX) ^ (arr[:, j].astype(np.uint64) << np.uint64(17 * (j % 2)))
+    return h
+
+
+def distinct_rows(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(distinct rows, index of each row's distinct row)``, as ``np.unique(axis=0)`` gives
+    them (in another order). ``np.unique(axis=0)`` sorts the rows as opaque records, about 1 s
+    per 200k coefficients, paid at every key load; sorting one 64-bit hash per row is linear
+    in practice. Every row is compared with its representative, so a hash collision cannot
+    merge two values: it falls back to the exact sort."""
+    _, first, inverse = np.unique(row_hashes(arr), return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    uniq = arr[first]
+    if np.array_equal(uniq[inverse], arr):
+        return uniq, inverse
+    uniq, inverse = np.unique(arr, axis=0, return_inverse=True)
+    return uniq, inverse.reshape(-1)
 
 
 def _u32(a: np.ndarray) -> np.ndarray:

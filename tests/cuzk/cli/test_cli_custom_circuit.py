@@ -269,3 +269,25 @@ def test_circuit_add_a_dotted_name_round_trips(tmp_path: Path, capsys):
     assert main(args) == 2
     assert "already has [proof_kinds.short.dotted]" in _err_line(capsys)
     assert config.read_text() == before
+
+
+def test_bench_prover_a_configured_kind(tmp_path: Path, capsys):
+    """The user's own kind, as whole `cuzk prove KIND --config` processes; the JSON says on
+    what cores and multiply path the figures were taken."""
+    config = tmp_path / "cuzk.toml"
+    add = ["circuit", "add", "tiny", "--r1cs", str(R1CS), "--wasm", str(WASM), "--zkey",
+           str(ZKEY), "--sample-input", str(INPUT), "--config", str(config)]  # fmt: skip
+    assert main(add) == 0
+    figures = tmp_path / "bench.json"
+    bench = ["bench", "prover", "tiny", "--config", str(config), "--repeat", "1", "--no-snarkjs",
+             "--json", str(figures)]  # fmt: skip
+    assert main(bench) == 0
+    out = capsys.readouterr().out
+    assert "tiny run 1: cuzk " in out and "tiny: proof verified=True" in out
+    result = json.loads(figures.read_text())
+    assert result["machine"]["cores"] >= 1 and result["machine"]["field_arith"]
+    (row,) = result["results"]
+    assert row["proof_kind"] == "tiny" and row["configured"] and len(row["runs"]) == 1
+    assert " read=" in row["runs"][0]["cuzk_steps"] and "key_load=" in row["runs"][0]["cuzk_steps"]
+    assert main(["bench", "prover", "nope", "--config", str(config), "--no-snarkjs"]) == 2
+    assert "unknown proof kind 'nope'; known: " in capsys.readouterr().err

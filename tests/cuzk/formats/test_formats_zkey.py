@@ -11,12 +11,14 @@ import pytest
 
 from cuzk.curves import BLS12_381
 from cuzk.errors import FormatError
+from cuzk.formats import zkey as zkey_module
 from cuzk.formats.binfile import read_binfile
 from cuzk.formats.limbs import limbs_to_ints
 from cuzk.formats.r1cs import read_r1cs
 from cuzk.formats.zkey import (
     coefficients_from_r1cs,
     decode_coefficients,
+    distinct_rows,
     encode_coefficients,
     read_zkey,
     write_zkey,
@@ -67,6 +69,32 @@ def test_coefficients_match_snarkjs_and_are_c_times_r_squared() -> None:
     assert normal[-3:] == [1, 1, 1]
     vals = z.coeffs["value"]
     assert (encode_coefficients(decode_coefficients(vals, BLS12_381), BLS12_381) == vals).all()
+
+
+def _many_coefficients(seed: int) -> np.ndarray:
+    """Rows as circuits have them: a few distinct values (0, 1, r-1, small, random), repeated."""
+    rng = np.random.default_rng(seed)
+    values = [0, 1, R - 1, 2, 2**253, *(int(x) for x in rng.integers(0, 2**63, 20))]
+    limbs = np.array([[(v >> (32 * j)) & 0xFFFFFFFF for j in range(8)] for v in values],
+                     dtype=np.uint32)
+    return limbs[rng.integers(0, len(values), 5000)]
+
+
+def test_distinct_rows_is_exact(monkeypatch) -> None:
+    rows = _many_coefficients(1)
+    for hashes in (zkey_module.row_hashes, lambda a: np.zeros(a.shape[0], np.uint64)):
+        # the second hash makes every row collide: the exact sort must take over
+        monkeypatch.setattr(zkey_module, "row_hashes", hashes)
+        uniq, inverse = distinct_rows(rows)
+        assert (uniq[inverse] == rows).all()
+        assert len({r.tobytes() for r in uniq}) == len(uniq) == len(np.unique(rows, axis=0))
+
+
+def test_encode_coefficients_matches_big_ints() -> None:
+    rows = _many_coefficients(2)
+    got = limbs_to_ints(encode_coefficients(rows, BLS12_381))
+    r2 = pow(2, 512, R)
+    assert got == [c * r2 % R for c in limbs_to_ints(rows)]
 
 
 def test_round_trip_is_byte_identical(tmp_path: Path) -> None:
