@@ -178,6 +178,22 @@ static int cpu_has_fast(void) {
 
 typedef int (*msm_fn)(const unsigned char *, const u64 *, size_t, int, u64 *);
 
+/* The scalars as 8-byte-aligned words: the caller's buffer when it is aligned, else a copy
+ * (*owned, freed by the caller with PyMem_RawFree); NULL with MemoryError set when the copy
+ * cannot be made. */
+static const u64 *aligned_scalars(const Py_buffer *sc, u64 n, u64 **owned) {
+    *owned = NULL;
+    if (((uintptr_t)sc->buf % 8) == 0)
+        return (const u64 *)sc->buf;
+    *owned = (u64 *)PyMem_RawMalloc(n * 32 + 1);
+    if (*owned == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    memcpy(*owned, sc->buf, n * 32);
+    return *owned;
+}
+
 /* msm(group, points, scalars, threads, fast) -> bytes (x || y, normal form, little-endian) or
  * None for the point at infinity. */
 static PyObject *py_msm(PyObject *self, PyObject *args) {
@@ -209,15 +225,9 @@ static PyObject *py_msm(PyObject *self, PyObject *args) {
     }
     if (threads > 64) threads = 64;
     u64 *scalars = NULL;
-    int aligned = ((uintptr_t)sc.buf % 8) == 0;
-    if (!aligned) {
-        scalars = (u64 *)PyMem_RawMalloc(n * 32 + 1);
-        if (scalars == NULL) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        memcpy(scalars, sc.buf, n * 32);
-    }
+    const u64 *words = aligned_scalars(&sc, n, &scalars);
+    if (words == NULL)
+        goto done;
     msm_fn fn;
 #if HAVE_FAST_PATH
     if (fast && cpu_has_fast())
@@ -229,8 +239,7 @@ static PyObject *py_msm(PyObject *self, PyObject *args) {
     u64 out[24];
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = fn((const unsigned char *)pts.buf, aligned ? (const u64 *)sc.buf : scalars, n, threads,
-            out);
+    rc = fn((const unsigned char *)pts.buf, words, n, threads, out);
     Py_END_ALLOW_THREADS
     PyMem_RawFree(scalars);
     if (rc == -1) {
@@ -298,15 +307,9 @@ static PyObject *py_msm_tab(PyObject *self, PyObject *args) {
     }
     if (threads > 64) threads = 64;
     if (threads < 1) threads = 1;
-    int aligned = ((uintptr_t)sc.buf % 8) == 0;
-    if (!aligned) {
-        scalars = (u64 *)PyMem_RawMalloc(n * 32 + 1);
-        if (scalars == NULL) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        memcpy(scalars, sc.buf, n * 32);
-    }
+    const u64 *words = aligned_scalars(&sc, n, &scalars);
+    if (words == NULL)
+        goto done;
     msm_tab_fn fn;
 #if HAVE_FAST_PATH
     if (fast && cpu_has_fast())
@@ -319,7 +322,7 @@ static PyObject *py_msm_tab(PyObject *self, PyObject *args) {
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = fn((const unsigned char *)pts.buf, (const unsigned char *)tab.buf, t, c,
-            aligned ? (const u64 *)sc.buf : scalars, n, threads, out);
+            words, n, threads, out);
     Py_END_ALLOW_THREADS
     if (rc == -1) {
         PyErr_NoMemory();

@@ -201,3 +201,24 @@ def test_the_config_key_reaches_the_prover_and_its_status(monkeypatch: pytest.Mo
     monkeypatch.setenv("CUZK_PROVER_FIELD_ARITH", "fastest")
     with pytest.raises(Exception, match="field_arith"):
         load_config(None, check_files=False)
+
+
+@pytest.mark.parametrize("group", ["G1", "G2"])
+def test_scalars_not_on_an_8_byte_boundary_give_the_same_point(arith: str, group: str):
+    """A uint32 scalar array may start 4 bytes past an 8-byte boundary (a slice of a larger
+    buffer); the extension reads words of 8 bytes, so it copies such scalars first."""
+    kind, to_mont, native = GROUPS[group]
+    n = 9
+    points = _points(kind, n, infinity=(4,))
+    values = [secrets.randbelow(R) for _ in range(n)]
+    arr = to_mont(BLS12_381, points)
+    aligned = _scalar_array(values)
+    backing = np.zeros(n * 8 + 2, dtype="<u4")
+    start = 1 if backing.ctypes.data % 8 == 0 else 2  # 4 bytes past an 8-byte boundary
+    shifted = backing[start:start + n * 8].reshape(n, 8)
+    shifted[:] = aligned
+    assert shifted.ctypes.data % 8 == 4 and shifted.flags.c_contiguous
+    table = native_msm.build_table(arr, native_msm.TablePlan(5, 3))
+    want = _expected(kind, points, values)
+    assert native(arr, shifted, 1) == want
+    assert native(arr, shifted, 2, table) == want
