@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cuzk.protocol import TERMINAL_STATES
+
 KIND = "winning-post"
 
 
@@ -113,7 +115,7 @@ def head_restart(address: str, gpu_name: str, runs: int, partitions: int,
             while True:
                 body = httpx.get(f"{server.url}/v1/proofs/{job_id}", params={"wait": 10},
                                  timeout=30).json()
-                if body["state"] in ("succeeded", "failed", "cancelled"):
+                if body["state"] in TERMINAL_STATES:
                     break
             if body["state"] != "succeeded":
                 raise RuntimeError(f"resumed job ended {body['state']}: {body.get('error')}")

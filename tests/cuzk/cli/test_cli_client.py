@@ -218,7 +218,8 @@ def test_status_once_through_main_over_real_http(
 
 @pytest.mark.parametrize(
     "argv",
-    [["status", "--once"], ["status", "--json"], ["submit", "porep-c2"]],
+    # submit retries a refused connection (a restarting server) for --retry-for seconds first
+    [["status", "--once"], ["status", "--json"], ["submit", "porep-c2", "--retry-for", "1"]],
     ids=["status-once", "status-json", "submit"],
 )
 def test_unreachable_server_is_a_clear_error(
