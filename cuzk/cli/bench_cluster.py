@@ -10,6 +10,9 @@ Figures, each over ``--runs`` runs on one cluster (range and median):
 * Head restart (``bench_cluster_recovery``): a real ``cuzk serve --cluster`` head on the CPU
   prover killed with SIGKILL while a job is partly journaled, and started again: seconds to
   ready and to the resumed job's success, and the key loads that cost the GPU worker.
+* Bytes moved between nodes per partition (``bench_cluster_bytes``), with the real CPU prover
+  for each of ``--bytes-kinds``: the witness, a/b/c, GPU output and proof of every partition, and
+  the nodes Ray holds copies on (``cuzk.cluster.transfers`` says what counts as moved).
 * GPU-worker busy fraction with scripted GPU phases of ``--gpu-ms`` (50 ms): busy seconds as the
   GPU worker's own leases count them, over the job's wall time, prefetch depth 2, small
   payloads. This is **scheduling capacity on one box**: both "nodes" share this machine's
@@ -35,6 +38,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from cuzk.cli.bench_cluster_bytes import table_rows
+
 NETNS_ENV = "CUZK_BENCH_NETNS"
 
 
@@ -53,6 +58,12 @@ def register(sub: Any) -> None:
                    help="GPU-node removals mid-job (each then adds a node back; 0: skip)")
     p.add_argument("--restart-partitions", type=int, default=4,
                    help="partitions of the job in flight when the head is killed (0: skip)")
+    p.add_argument("--bytes-kinds", default="winning-post",
+                   help="proof kinds whose bytes moved per partition are measured, comma-"
+                   "separated, real CPU prover (empty: skip)")
+    p.add_argument("--bytes-partitions", type=int, default=4,
+                   help="partitions of each bytes-moved job (one job per run and kind)")
+    p.add_argument("--keys-dir", type=Path, help="proving-key cache (default: the user's)")
     p.add_argument("--json", type=Path, help="also write the figures as JSON here")
     p.set_defaults(func=run)
 
@@ -65,7 +76,10 @@ def run(args: argparse.Namespace) -> int:
                 "--partitions", str(args.partitions), "--gpu-ms", str(args.gpu_ms),
                 "--synth-ms", str(args.synth_ms),
                 "--restart-partitions", str(args.restart_partitions),
-                "--node-losses", str(args.node_losses)]
+                "--node-losses", str(args.node_losses), "--bytes-kinds", args.bytes_kinds,
+                "--bytes-partitions", str(args.bytes_partitions)]
+        if args.keys_dir:
+            argv += ["--keys-dir", str(args.keys_dir.resolve())]
         if args.json:
             argv += ["--json", str(args.json.resolve())]
         env = {**os.environ, NETNS_ENV: "1", "RAY_USAGE_STATS_ENABLED": "0"}
@@ -97,6 +111,7 @@ def _one_partition_ms(engine: Any, jobs: int) -> float:
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     import ray
 
+    from cuzk.cli.bench_cluster_bytes import bytes_moved
     from cuzk.cli.bench_cluster_recovery import node_losses
     from cuzk.cluster.local import two_nodes
     from cuzk.cluster.runtime import cluster_engine
@@ -124,6 +139,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         inproc.shutdown(timeout=10)
     restart: dict[str, Any] = {}
     losses: dict[str, Any] = {}
+    moved: dict[str, Any] = {}
+    kinds = [k.strip() for k in args.bytes_kinds.split(",") if k.strip()]
     with two_nodes() as cluster:
         spec = ProverSpec("scripted")
         engine = cluster_engine(settings, None, spec=spec, prefix="bench-")
@@ -154,6 +171,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             engine.shutdown(timeout=10)
             for a in executor.actors():
                 ray.kill(a.handle, no_restart=True)
+        if kinds:
+            moved = bytes_moved(kinds, args.runs, args.bytes_partitions, args.keys_dir)
         if args.restart_partitions > 0:
             restart = _head_restart(cluster, args)
     overhead = [r - min(local_ms) for r in ray_ms]
@@ -168,6 +187,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "gpu_busy_fraction": busy,
         "label": "scheduling capacity on one box (both nodes share this machine's cores)",
         **losses,
+        **moved,
         **restart,
     }
 
@@ -206,6 +226,8 @@ def show(f: dict[str, Any]) -> None:
     t.add_row("Ray overhead per partition (ms)", _range(f["ray_overhead_ms_per_partition"], ".1f"))
     t.add_row(f"GPU worker busy, {f['gpu_ms']:.0f} ms phases, depth 2",
               _range(f["gpu_busy_fraction"], ".3f"))
+    for name, value in table_rows(f, _range):
+        t.add_row(name, value)
     if f.get("node_loss_reps"):
         t.add_row(f"GPU node removed mid-job and added back, {f['node_loss_reps']} times: "
                   "removal to the job's success (s)",

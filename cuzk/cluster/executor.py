@@ -43,6 +43,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from cuzk.cluster import NAMESPACE, PREFETCH_DEPTH
 from cuzk.cluster.actors import cpu_actor_class, gpu_actor_class
+from cuzk.cluster.transfers import TransferLog
 from cuzk.cluster.worker import ProverSpec
 from cuzk.engine.backend import (
     STEP,
@@ -110,10 +111,13 @@ class ClusterSynthesis:
 
 @dataclass
 class GpuResult:
-    """The GPU phase's points, and the W3C carrier of its ``cuzk.gpu`` span (finalize's link)."""
+    """The GPU phase's points, the W3C carrier of its ``cuzk.gpu`` span (finalize's link), the
+    node it ran on, and its object's ref while a :class:`TransferLog` is set (else None)."""
 
     packed: Any
     carrier: dict[str, str]
+    node_id: str = ""
+    ref: Any = None
 
 
 WORKER_LOST = (RayActorError, ActorUnschedulableError, NodeDiedError, WorkerCrashedError,
@@ -181,6 +185,8 @@ class ClusterExecutor:
         self.membership_changes: list[tuple[float, str, str]] = []  # (time, "join"|"leave", id)
         # Audit hook: (step, node id or "local", bytes reserved for it there) at each dispatch.
         self.on_dispatch: Callable[[str, str, int], None] | None = None
+        # Bench hook: each partition's objects, to read where Ray holds copies (None: off)
+        self.transfers: TransferLog | None = None
         total_gpus = int(ray.cluster_resources().get("GPU", 0))
         n = gpu_slots if gpu_slots is not None else max(1, total_gpus)
         self.devices = [f"slot-{i}" for i in range(n)]
@@ -570,7 +576,11 @@ class ClusterExecutor:
         finally:
             if res is not None:
                 res.close()
-        return GpuResult(packed, gpu_carrier)
+        if self.transfers is None:
+            return GpuResult(packed, gpu_carrier, node.id)
+        self.transfers.track(job_id, index, "abc", synthesis.abc, synthesis.node_id,
+                             sent_to=(node.id,))
+        return GpuResult(packed, gpu_carrier, node.id, ref)
 
     def release_abc(self, synthesis: ClusterSynthesis) -> None:
         synthesis.abc = None  # the last reference: Ray frees a/b/c on every node
@@ -586,9 +596,10 @@ class ClusterExecutor:
         ctx = STEP.get()
         job_id, index = (ctx.job_id, ctx.partition) if ctx else ("", -1)
         try:
-            (proof, public), _node_id = ray.get(actor.handle.finalize.remote(
+            ref = actor.handle.finalize.remote(
                 key.proof_kind, job_id, index, synthesis.witness, gpu_output.packed, _carrier(),
-                gpu_output.carrier))
+                gpu_output.carrier)
+            (proof, public), _node_id = ray.get(ref)
         except Exception as exc:
             reason = _lost(exc)
             if reason is None:
@@ -597,6 +608,14 @@ class ClusterExecutor:
                 self._retire_cpu(actor)
             raise PhaseLost("finalize", reason, "synthesis",
                             f"finalize on {actor.id} lost: {reason}") from exc
+        if self.transfers is not None:
+            log_ = self.transfers
+            log_.track(job_id, index, "witness", synthesis.witness, synthesis.node_id,
+                       sent_to=(gpu_output.node_id, actor.node_id))
+            if gpu_output.ref is not None:  # its points went back out as a value to finalize
+                log_.track(job_id, index, "gpu_output", gpu_output.ref, gpu_output.node_id,
+                           resent_to=(actor.node_id,))
+            log_.track(job_id, index, "proof", ref, actor.node_id)
         return ProofResult(proof, public)
 
     def discard(self, synthesis: Any) -> None:

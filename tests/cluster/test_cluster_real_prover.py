@@ -1,6 +1,7 @@
 """Real jobs across the two nodes on the CPU prover, every proof checked by snarkjs: each step's
 span recorded by the actor that ran it, naming its node, in one trace per job across the head
-and the worker actors (acceptance checks 3 and 10); the head, a ``cuzk serve --cluster``
+and the worker actors (acceptance checks 3 and 10); the bytes each partition moved between the
+nodes as Ray's owner table has them (check 12's figure); the head, a ``cuzk serve --cluster``
 process, killed with SIGKILL and started again (check 7)."""
 
 from __future__ import annotations
@@ -46,9 +47,11 @@ def real_head(in_namespace: bool, bundled) -> Iterator[Any]:
     if not in_namespace:
         yield None
         return
+    import ray
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
     from cuzk.cluster.runtime import cluster_engine
+    from cuzk.cluster.transfers import TransferLog
     from cuzk.engine.settings import EngineSettings, ProofKindSettings
     from cuzk.telemetry.tracing import configure_tracing
 
@@ -62,6 +65,7 @@ def real_head(in_namespace: bool, bundled) -> Iterator[Any]:
         provider = configure_tracing("cuzk", env, export_processor=SimpleSpanProcessor).provider
         engine = cluster_engine(settings, None, tracer_provider=provider, prefix="real-",
                                 otel_env=env)
+        engine.prover.transfers = TransferLog(ray.get_runtime_context().get_node_id())
         engine.start()
         head = RealHead(engine, sink, b, cluster)
         try:
@@ -141,6 +145,37 @@ def test_real_job_is_proven_across_nodes_and_snarkjs_verifies(real_head, snarkjs
     for s in by_name["cuzk.finalize"]:
         assert s.attributes["cuzk.node.id"] == synth_nodes[s.attributes["cuzk.partition.index"]]
     assert spilled_bytes() == 0
+    _check_bytes_moved(real_head.engine.prover.transfers.read(job.id), synth_nodes, nodes)
+
+
+def _check_bytes_moved(parts: list[Any], synth_nodes: dict[int, str],
+                       nodes: dict[str, str]) -> None:
+    """Check 12's bytes moved, against where the spans say each step ran: a partition
+    synthesized on the CPU node moved its witness and a/b/c to the GPU node (one copy each,
+    Ray's locations), one synthesized on the GPU node moved neither; the GPU output and the
+    proof (under Ray's inline limit) went through the head."""
+    head, gpu = nodes["cpu"], nodes["gpu"]  # the test process is the driver on node A
+    assert [p.partition for p in parts] == list(range(PARTITIONS))
+    for p in parts:
+        objs = {o.name: o for o in p.objects}
+        assert sorted(objs) == ["abc", "gpu_output", "proof", "witness"], p  # one attempt each
+        synth = synth_nodes[p.partition]
+        wit, abc = objs["witness"], objs["abc"]
+        assert wit.made_on == abc.made_on == synth, p
+        assert wit.size > 100 * 1024 and abc.size > wit.size, p  # in the object store
+        stored = 0 if synth == gpu else wit.size + abc.size
+        for o in (wit, abc):
+            assert o.held_on == tuple(sorted({synth, gpu})), o
+            assert o.moved_bytes == (0 if synth == gpu else o.size), o
+        assert objs["gpu_output"].held_on == objs["proof"].held_on == (), p
+        assert objs["gpu_output"].size < 1024 and objs["proof"].size < 1024 * 4, p
+        # GPU node -> head; head -> finalize when it ran on the GPU node; proof -> head
+        inline = objs["gpu_output"].size * (1 + (synth != head)) + objs["proof"].size * (
+            synth != head)
+        assert p.moved_bytes == stored + inline, p
+    print("bytes moved per partition: " + ", ".join(
+        f"[{p.partition}] {p.moved_bytes} ({'off' if synth_nodes[p.partition] != gpu else 'on'}"
+        " the GPU node)" for p in parts))
 
 
 def test_bad_inputs_fail_the_job_with_the_witness_error_not_a_retry(real_head):
