@@ -131,15 +131,14 @@ def _snarkjs_warm_prove(zkey: Path, wtns: Path, repeat: int) -> list[float]:
 
 def _tables(mode: str, zkey: Path) -> bool:
     """Whether ``--msm-precompute`` builds this key's window tables (auto: as the engine)."""
-    from cuzk.engine.memory import auto_budget
     from cuzk.engine.settings import EngineSettings
     from cuzk.formats.zkey import read_zkey
     from cuzk.prover import native_msm
     from cuzk.prover.key_layout import KeyLayout
 
     layout = KeyLayout.of_zkey(read_zkey(zkey, mmap=True))
-    budget = auto_budget(EngineSettings().memory_safety_margin_bytes)
-    return native_msm.tables_wanted(mode, layout.table_bytes, budget)
+    return native_msm.tables_wanted(mode, layout.table_bytes,
+                                    EngineSettings().host_budget_bytes())
 
 
 def _load() -> float:

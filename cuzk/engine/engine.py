@@ -47,7 +47,7 @@ from cuzk.engine.journal import (
 )
 from cuzk.engine.keys import KeyResidency
 from cuzk.engine.leases import GpuWorker
-from cuzk.engine.memory import MemoryBudget, Reservation, auto_budget
+from cuzk.engine.memory import MemoryBudget, Reservation
 from cuzk.engine.pipeline import Pipeline
 from cuzk.engine.predict import Item, PhaseEstimates, predict, seed_from
 from cuzk.engine.scheduling import ARRIVAL
@@ -173,8 +173,7 @@ class Engine:
                 self.counters.ensure("jobs_rejected", (kind, reason))
         self.estimates = PhaseEstimates()
 
-        host_total = s.memory_budget_bytes or auto_budget(s.memory_safety_margin_bytes)
-        self.host_budget = MemoryBudget(host_total, "host")
+        self.host_budget = MemoryBudget(s.host_budget_bytes(), "host")
         self.device_budgets: dict[str, MemoryBudget] = {}
         for device in prover.devices:
             if device == "cpu":

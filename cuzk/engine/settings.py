@@ -184,6 +184,12 @@ class EngineSettings:
     field_arith: str = "auto"
     msm_precompute: str = "off"
 
+    def host_budget_bytes(self) -> int:
+        """The host memory budget: the configured one, else MemTotal less the safety margin.
+        The engine's ledger and the prover's window-table decision both read it here."""
+        from cuzk.engine.memory import auto_budget
+
+        return self.memory_budget_bytes or auto_budget(self.memory_safety_margin_bytes)
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, not {self.backend!r}")

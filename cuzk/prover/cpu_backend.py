@@ -25,7 +25,8 @@ class CpuBackend:
     def __init__(self, workers: int | None = None) -> None:
         self.workers = workers or cores()
 
-    def warm_up(self) -> None:
+    @staticmethod
+    def warm_up() -> None:
         """Run every CPU kernel a proof runs (A, B, C on the domain, the coset NTTs, the H
         join) on a two-constraint system, so numba compiles them (or loads its cache) at start:
         on a fresh volume that is tens of seconds a first job's deadline cannot pay."""

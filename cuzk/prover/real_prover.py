@@ -102,7 +102,7 @@ class RealProver:
             self._backends["cpu"] = CpuBackend()
             self.name = "cpu"
         # Synthesis runs CPU kernels on every backend: compiled now, not in the first job.
-        CpuBackend().warm_up()
+        CpuBackend.warm_up()
         from cuzk.prover import native_msm
 
         native_msm.configure(settings.field_arith)
@@ -257,14 +257,13 @@ class RealProver:
     def msm_tables(self, layout: KeyLayout) -> bool:
         """Whether a key of this layout gets window tables (``[prover] msm_precompute``; auto
         decides from the host memory budget), the same answer before and at load."""
-        from cuzk.engine.memory import auto_budget
         from cuzk.prover import native_msm
 
         s = self.settings
         if self.name != "cpu" or s.msm_precompute == "off":
             return False  # the GPU runs the MSMs: the tables would go unused
-        budget = s.memory_budget_bytes or auto_budget(s.memory_safety_margin_bytes)
-        return native_msm.tables_wanted(s.msm_precompute, layout.table_bytes, budget)
+        return native_msm.tables_wanted(s.msm_precompute, layout.table_bytes,
+                                        s.host_budget_bytes())
 
     def verification_key(self, proof_kind: str) -> dict:
         """The snarkjs verification key (with vk_alphabeta_12) of the zkey this kind is proven
