@@ -56,6 +56,7 @@ from cuzk.engine.backend import (
 from cuzk.engine.memory import MemoryBudget, Reservation
 from cuzk.engine.snapshot import ClusterWorkerView, NodeView
 from cuzk.errors import CuzkError
+from cuzk.protocol import ClusterWorkerKind, NodeRole
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ def short(node_id: str) -> str:
 @dataclass
 class _Actor:
     id: str
-    kind: str  # "gpu" | "cpu"
+    kind: ClusterWorkerKind
     node_id: str
     handle: Any
     metrics_target: str = ""
@@ -93,7 +94,7 @@ class _Node:
     actors: list[_Actor] = field(default_factory=list)
 
     @property
-    def role(self) -> str:
+    def role(self) -> NodeRole:
         return "gpu" if any(a.kind == "gpu" for a in self.actors) else "cpu"
 
 

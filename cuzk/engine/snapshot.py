@@ -14,14 +14,17 @@ from typing import Any
 
 from cuzk.protocol import (
     PRIORITIES,
+    ClusterWorkerKind,
     JobInfo,
     KeyInfo,
     MemoryBudgetInfo,
     MemoryInfo,
     NodeInfo,
+    NodeRole,
     PartitionInfo,
     StatusInfo,
     WorkerInfo,
+    WorkerState,
     job_state_of,
     phase_of,
     priority_of,
@@ -114,8 +117,8 @@ class ClusterWorkerView:
     """A worker actor as its own snapshot answered (state ``unreachable`` when it did not)."""
 
     id: str
-    kind: str  # "gpu" | "cpu"
-    state: str  # cuzk.protocol.WorkerState
+    kind: ClusterWorkerKind
+    state: WorkerState
     job_id: str | None = None
     partition: int | None = None
     partitions_done: int | None = None
@@ -127,7 +130,7 @@ class NodeView:
     """One cluster node: its workers and its memory ledger in the head."""
 
     id: str
-    role: str  # cuzk.protocol.NodeRole
+    role: NodeRole
     address: str
     workers: tuple[ClusterWorkerView, ...]
     budget_bytes: int
@@ -136,11 +139,10 @@ class NodeView:
     def to_wire(self) -> NodeInfo:
         return {
             "id": self.id,
-            "role": self.role,  # type: ignore[typeddict-item]
+            "role": self.role,
             "address": self.address,
             "workers": [{
-                "id": w.id, "kind": w.kind,  # type: ignore[typeddict-item]
-                "state": w.state,  # type: ignore[typeddict-item]
+                "id": w.id, "kind": w.kind, "state": w.state,
                 "job_id": w.job_id, "partition": w.partition,
                 "partitions_done": w.partitions_done, "metrics_url": w.metrics_url,
             } for w in self.workers],
