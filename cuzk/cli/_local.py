@@ -11,12 +11,15 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cuzk.circuits.registry import bundled_circuits
 from cuzk.errors import CuzkError, UnknownProofKind
 from cuzk.files import not_a_file
-from cuzk.prover.keygen import Progress
 from cuzk.prover.keystore import DEFAULT_KEYS_DIR, ensure_zkey
+
+if TYPE_CHECKING:
+    from cuzk.prover.keygen import Progress
 
 
 class UsageError(CuzkError):

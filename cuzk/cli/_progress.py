@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from cuzk.prover.keygen import Progress as ProgressFn
+if TYPE_CHECKING:
+    from cuzk.prover.keygen import Progress as ProgressFn
+
 
 console = Console(stderr=True)
 

@@ -7,6 +7,7 @@ any long work: generating a development key, loading the key, computing the witn
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
@@ -83,11 +84,21 @@ def _prover_config(args: argparse.Namespace) -> ProverConfig:
     return config.prover
 
 
+def _cupy_installed() -> bool:
+    """Without CuPy no CUDA device is usable; finding that out by importing the CUDA backend
+    (and numba with it) would cost a CPU proof half a second of start-up."""
+    return importlib.util.find_spec("cupy") is not None
+
+
 def _backend(name: str):
     """The compute backend, refused at once when CUDA is asked for and not there."""
+    if name == "cpu" or (name == "auto" and not _cupy_installed()):
+        from cuzk.prover.cpu_backend import CpuBackend
+
+        return CpuBackend()
     from cuzk.prover.cuda_backend import cuda_device_count
 
-    if name == "cpu" or (name == "auto" and cuda_device_count() == 0):
+    if name == "auto" and cuda_device_count() == 0:
         from cuzk.prover.cpu_backend import CpuBackend
 
         return CpuBackend()
@@ -140,7 +151,10 @@ def _run(args: argparse.Namespace) -> int:
         if not isinstance(inputs, dict):
             raise UsageError(f"{input_path}: expected one JSON object of signal names to values")
     backend = _backend(args.backend)
-    circuit = Circuit.load(c.r1cs, c.wasm if args.wtns is None else None, c.name)
+    # A ready witness needs only the r1cs's header before proving: its terms are read if the
+    # proof fails its self-check, to say whether the key or the witness is at fault.
+    circuit = Circuit.load(c.r1cs, c.wasm if args.wtns is None else None, c.name,
+                           constraints=args.wtns is None)
     witness = None if witness_file is None else circuit.check_witness(witness_file, args.wtns)
 
     # 2. The long work: a development key if none is given, loading and checking the key.
@@ -157,7 +171,10 @@ def _run(args: argparse.Namespace) -> int:
     tables = backend.name == "cpu" and native_msm.tables_wanted(
         prover_config.msm_precompute, 0, None)
     key = ProvingKey.load(zkey, tables=tables)  # point sections memory-mapped, checked in place
-    circuit.check_key(key)
+    if witness is None:
+        circuit.check_key(key)
+    else:
+        circuit.check_key_sizes(key)  # coefficients: only if the proof fails (prove_timed)
     load_s = time.perf_counter() - t_load
     if args.detail:
         print(
@@ -169,7 +186,7 @@ def _run(args: argparse.Namespace) -> int:
                f"off (msm_precompute={prover_config.msm_precompute})"),
             file=sys.stderr,
         )
-    proof, times = prove_timed(key, circuit, inputs, backend, witness=witness)
+    proof, times = prove_timed(key, circuit, inputs, backend, witness=witness, check_first=False)
 
     args.out.mkdir(parents=True, exist_ok=True)
     write_text(args.out / "proof.json", json.dumps(proof.proof, indent=1) + "\n", "--out")

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from cuzk.errors import FormatError, WitnessError
-from cuzk.formats.r1cs import MATRIX_C, R1CS, read_r1cs
+from cuzk.formats.r1cs import MATRIX_C, R1CS, R1CSConstraints, read_r1cs
 from cuzk.formats.wtns import Witness
 from cuzk.formats.zkey import S_COEFS, coefficients_from_r1cs, encode_coefficients
-from cuzk.prover.keys import ProvingKey
-from cuzk.witness.wasm import WitnessCalculator
-from kernels import qap
+
+if TYPE_CHECKING:  # imported where used: a circuit proven from a .wtns needs neither
+    from cuzk.prover.keys import ProvingKey
+    from cuzk.witness.wasm import WitnessCalculator
 
 
 class Circuit:
@@ -35,20 +37,45 @@ class Circuit:
         self.name = name
         self.r1cs = r1cs
         self.calculator = calculator
-        cons = r1cs.constraints
-        assert cons is not None
-        c_terms = cons.of(MATRIX_C)
-        self._c_constraint = np.ascontiguousarray(c_terms.constraint, dtype=np.uint32)
-        self._c_signal = np.ascontiguousarray(c_terms.signal, dtype=np.uint32)
-        self._c_value = np.ascontiguousarray(encode_coefficients(c_terms.value, r1cs.curve))
-        self._c_matrix = np.zeros(len(c_terms), dtype=np.uint32)
+        if r1cs.constraints is not None:
+            self._c_terms  # noqa: B018 - at load, not in the first job
+
+    def constraints(self) -> R1CSConstraints:
+        """The r1cs's terms, read from the file the first time they are needed when the circuit
+        was loaded from its header only."""
+        if self.r1cs.constraints is None:
+            self.r1cs = read_r1cs(self.r1cs.path)
+        assert self.r1cs.constraints is not None
+        return self.r1cs.constraints
+
+    @functools.cached_property
+    def _c_terms(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """C's terms as build_abc takes them (matrix, constraint, signal, c*R^2 values)."""
+        c_terms = self.constraints().of(MATRIX_C)
+        return (
+            np.zeros(len(c_terms), dtype=np.uint32),
+            np.ascontiguousarray(c_terms.constraint, dtype=np.uint32),
+            np.ascontiguousarray(c_terms.signal, dtype=np.uint32),
+            np.ascontiguousarray(encode_coefficients(c_terms.value, self.r1cs.curve)),
+        )
 
     @classmethod
     def load(
-        cls, r1cs_path: str | Path, wasm_path: str | Path | None, name: str | None = None
+        cls,
+        r1cs_path: str | Path,
+        wasm_path: str | Path | None,
+        name: str | None = None,
+        constraints: bool = True,
     ) -> Circuit:
-        r1cs = read_r1cs(r1cs_path)
-        calculator = WitnessCalculator(wasm_path) if wasm_path is not None else None
+        """``constraints=False`` reads the r1cs's header only (sizes, curve): the terms are read
+        when a check first needs them (``cuzk prove --wtns`` needs them only to explain a proof
+        that failed its self-check)."""
+        r1cs = read_r1cs(r1cs_path, load_constraints=constraints)
+        calculator = None
+        if wasm_path is not None:
+            from cuzk.witness.wasm import WitnessCalculator
+
+            calculator = WitnessCalculator(wasm_path)
         return cls(name or Path(r1cs_path).stem, r1cs, calculator)
 
     def calculate_witness(self, inputs: dict[str, Any]) -> np.ndarray:
@@ -80,6 +107,7 @@ class Circuit:
     def check_key_coefficients(self, key: ProvingKey) -> None:
         """Section 4 must be exactly what a Groth16 setup derives from this r1cs (snarkjs and
         ``cuzk keygen`` write the same bytes), so a difference is the key's fault."""
+        self.constraints()
         expected = coefficients_from_r1cs(self.r1cs)
         got = key.zkey.coeffs
         where = f"section {S_COEFS} (coefficients)"
@@ -128,11 +156,11 @@ class Circuit:
 
         ``c_evals`` is synthesize's a*b (Montgomery); C*w is computed from the r1cs's C terms.
         """
+        from kernels import qap
+
         n = self.r1cs.n_constraints
         domain = c_evals.shape[0]
-        cw, _, _ = qap.build_abc(
-            self._c_matrix, self._c_constraint, self._c_signal, self._c_value, witness, domain
-        )
+        cw, _, _ = qap.build_abc(*self._c_terms, witness, domain)
         bad = np.flatnonzero((cw[:n] != c_evals[:n]).any(axis=1))
         if bad.size:
             raise WitnessError(

@@ -14,10 +14,13 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cuzk.formats import r1cs as r1cs_format
 from cuzk.formats import zkey as zkey_format
-from cuzk.prover.keygen import Progress, setup
+
+if TYPE_CHECKING:  # keygen (and its numba kernels) is imported only when a key is made
+    from cuzk.prover.keygen import Progress
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +59,8 @@ def generate_zkey(
     """Run the development setup for one circuit and write its zkey and (``vk``) its
     verification key beside it."""
     r1cs = r1cs_format.read_r1cs(r1cs_path)
+    from cuzk.prover.keygen import setup
+
     key = setup(r1cs, progress=progress)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_path.with_name(out_path.name + f".tmp{os.getpid()}")
@@ -95,4 +100,4 @@ def write_json(path: Path, obj: object) -> None:
     path.write_text(json.dumps(obj, indent=1) + "\n")
 
 
-ProgressFactory = Callable[[str], Progress]
+ProgressFactory = Callable[[str], "Progress"]

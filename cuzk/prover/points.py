@@ -14,18 +14,20 @@ import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point, Scalar
 
 from cuzk.curves import Curve
-from kernels import field
 
 _THREADS = os.cpu_count() or 1
 P = TypeVar("P", G1Point, G2Point)
 
 
-_SMALL = 512  # coordinates: below this, Python integers beat compiling the numba kernel
+# Coordinates: up to this many, Python integers (about 2 us each: 70 ms at the limit) beat
+# importing numba and loading its cached kernel (about 0.9 s of a one-proof process); a key's
+# header and IC points (one per public signal) stay on this side.
+_SMALL = 1 << 15
 
 
 def _fq_normal_bytes(curve: Curve, mont: np.ndarray) -> np.ndarray:
     """(n, k, limbs) Montgomery uint32 -> same shape, normal form (vectorised in kernels.field;
-    a few header or IC points in Python integers, so loading a key compiles nothing)."""
+    header and IC points in Python integers, so loading a key imports no numba)."""
     flat = np.ascontiguousarray(mont.reshape(-1, curve.fq_limbs))
     if flat.shape[0] <= _SMALL:
         n8 = curve.n8q
@@ -36,10 +38,14 @@ def _fq_normal_bytes(curve: Curve, mont: np.ndarray) -> np.ndarray:
             for i in range(0, len(raw), n8)
         )
         return np.frombuffer(out, dtype="<u4").reshape(mont.shape).copy()
+    from kernels import field  # numba: only for whole sections (the arkworks MSM path)
+
     return field.FQ.from_mont(flat, threads=_THREADS).reshape(mont.shape)
 
 
 def _fq_mont(curve: Curve, normal: np.ndarray) -> np.ndarray:
+    from kernels import field  # numba: keygen writes whole sections
+
     flat = np.ascontiguousarray(normal.reshape(-1, curve.fq_limbs))
     return field.FQ.to_mont(flat, threads=_THREADS).reshape(normal.shape)
 

@@ -95,17 +95,23 @@ def test_backend_cuda_without_a_device_is_refused_at_once(tmp_path: Path, capsys
     assert "no usable CUDA device" in _err_line(capsys)
 
 
+def _corrupt_coefficient(dst: Path) -> Path:
+    """The key with one coefficient value's low limbs flipped: it passes the zkey reader and
+    fails only the comparison with the r1cs."""
+    from tests.cuzk.prover.test_prover_keycheck import read_binfile
+
+    (sec,) = read_binfile(ZKEY, "zkey", 2).sections[4]
+    data = bytearray(ZKEY.read_bytes())
+    entry = sec.offset + 4 + 44 * 2 + 12
+    data[entry : entry + 16] = bytes(b ^ 0xFF for b in data[entry : entry + 16])
+    dst.write_bytes(bytes(data))
+    return dst
+
+
 @pytest.mark.parametrize("section", [*sorted(SECTION_NAMES), 4])
 def test_corrupt_key_is_one_line_naming_file_and_section(tmp_path: Path, capsys, section: int):
-    if section == 4:  # a coefficient value, low limbs: passes the reader, fails the r1cs check
-        from tests.cuzk.prover.test_prover_keycheck import read_binfile
-
-        (sec,) = read_binfile(ZKEY, "zkey", 2).sections[4]
-        data = bytearray(ZKEY.read_bytes())
-        entry = sec.offset + 4 + 44 * 2 + 12
-        data[entry : entry + 16] = bytes(b ^ 0xFF for b in data[entry : entry + 16])
-        bad = tmp_path / "bad.zkey"
-        bad.write_bytes(bytes(data))
+    if section == 4:
+        bad = _corrupt_coefficient(tmp_path / "bad.zkey")
     else:
         bad = corrupt(ZKEY, tmp_path / "bad.zkey", section)
     args = ["prove", "--r1cs", str(R1CS), "--wasm", str(WASM), "--zkey", str(bad)]
@@ -113,6 +119,34 @@ def test_corrupt_key_is_one_line_naming_file_and_section(tmp_path: Path, capsys,
     err = _err_line(capsys)
     assert err.startswith(f"cuzk prove: {bad}: section {section} (")
     assert "witness" not in err
+    assert not (tmp_path / "proof.json").exists()
+
+
+def test_with_a_ready_witness_a_corrupt_coefficient_is_still_blamed_on_the_key(
+    tmp_path: Path, capsys
+):
+    """--wtns reads the r1cs's terms only when the proof fails its self-check; the error must
+    be the same one line, naming the key's section 4, and no proof may be written."""
+    bad = _corrupt_coefficient(tmp_path / "bad.zkey")
+    args = ["prove", "--r1cs", str(R1CS), "--zkey", str(bad), "--wtns", str(WTNS)]
+    assert main([*args, "--backend", "cpu", "--out", str(tmp_path)]) == 2
+    err = _err_line(capsys)
+    assert err.startswith(f"cuzk prove: {bad}: section 4 (coefficients): "), err
+    assert not (tmp_path / "proof.json").exists()
+
+
+def test_with_a_ready_witness_a_broken_constraint_is_named(tmp_path: Path, capsys):
+    from cuzk.formats.wtns import read_wtns, write_wtns
+
+    witness = read_wtns(WTNS)
+    values = witness.values.copy()
+    values[-1, 0] ^= 1  # the last signal, off by one bit: a constraint no longer holds
+    bad = tmp_path / "bad.wtns"
+    write_wtns(bad, values, witness.curve)
+    args = ["prove", "--r1cs", str(R1CS), "--zkey", str(ZKEY), "--wtns", str(bad)]
+    assert main([*args, "--backend", "cpu", "--out", str(tmp_path)]) == 2
+    err = _err_line(capsys)
+    assert "does not satisfy constraint" in err, err
     assert not (tmp_path / "proof.json").exists()
 
 
