@@ -11,9 +11,9 @@ from cuzk.errors import FormatError, WitnessError
 from cuzk.formats.r1cs import MATRIX_C, R1CS, read_r1cs
 from cuzk.formats.wtns import Witness
 from cuzk.formats.zkey import S_COEFS, coefficients_from_r1cs, encode_coefficients
+from cuzk.prover import qap
 from cuzk.prover.keys import ProvingKey
 from cuzk.witness.wasm import WitnessCalculator
-from kernels import qap
 
 
 class Circuit:

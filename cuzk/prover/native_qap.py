@@ -46,11 +46,16 @@ def _ext() -> Any:
 
 
 def _fr_rows(a: np.ndarray) -> np.ndarray:
-    """``a`` as a C-contiguous (n, 8) uint32 array (a view when it already is one)."""
+    """``a`` as a C-contiguous (n, 8) uint32 array, 8-byte aligned for the C code's 64-bit limbs
+    (a view when it already is one, else a copy: a file's mapping may be 4-byte aligned)."""
     a = np.ascontiguousarray(a)
     if a.dtype != np.uint32 or a.ndim != 2 or a.shape[1] != 8:
         raise ValueError(f"bls12_381.fr: expected (n, 8) uint32, got {a.shape} {a.dtype}")
-    return a
+    return a.copy() if a.ctypes.data % 8 else a
+
+
+def _indices(a: np.ndarray) -> np.ndarray:
+    return np.require(a, dtype=np.uint32, requirements=["C", "A"])
 
 
 def first_unreduced(a: np.ndarray) -> int:
@@ -74,9 +79,9 @@ def build_abc(
     """Evaluations of A, B, C on the domain (snarkjs buildABC1), (domain_size, 8) Montgomery each,
     as ``kernels.qap.build_abc`` (same ValueErrors on out-of-range indices or unreduced values)."""
     ext = _ext()
-    matrix = np.ascontiguousarray(coef_matrix, dtype=np.uint32)
-    constraint = np.ascontiguousarray(coef_constraint, dtype=np.uint32)
-    signal = np.ascontiguousarray(coef_signal, dtype=np.uint32)
+    matrix = _indices(coef_matrix)
+    constraint = _indices(coef_constraint)
+    signal = _indices(coef_signal)
     values = _fr_rows(coef_value_words)
     witness = _fr_rows(witness)
     m = matrix.shape[0]
