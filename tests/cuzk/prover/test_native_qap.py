@@ -175,7 +175,7 @@ def test_h_evaluations_errors_match() -> None:
 def test_first_unreduced_at_the_modulus() -> None:
     x = FR.from_ints([0, R - 1, 5])
     assert native_qap.first_unreduced(x) == -1
-    for bad in (R, R + 1, (1 << 256) - 1, R + (1 << 192)):
+    for bad in (R, R + 1, (1 << 256) - 1, R + (1 << 192), 1 << 255):
         y = x.copy()
         y[2] = _words(bad)
         assert native_qap.first_unreduced(y) == 2 == FR.first_unreduced(y)
