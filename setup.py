@@ -1,4 +1,4 @@
-"""Builds the native MSM extension with the system C compiler (``pip install -e .``)."""
+"""Builds the native MSM and QAP extensions with the system C compiler (``pip install -e .``)."""
 
 from setuptools import Extension, setup
 
@@ -11,8 +11,18 @@ setup(
                 "cuzk/prover/_native/fp_tmpl.h",
                 "cuzk/prover/_native/curve_tmpl.h",
                 "cuzk/prover/_native/fp_mulx_asm.h",
+                "cuzk/prover/_native/arith.h",
+                "cuzk/prover/_native/arith_adx.h",
             ],
             extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wno-unused-function"],
-        )
+        ),
+        Extension(
+            "cuzk.prover._native._qap",
+            sources=["cuzk/prover/_native/qap.c"],
+            depends=["cuzk/prover/_native/arith.h", "cuzk/prover/_native/arith_adx.h",
+                     "cuzk/prover/_native/fr_tmpl.h"],
+            extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wno-unused-function"],
+            extra_link_args=["-pthread"],
+        ),
     ]
 )

@@ -12,6 +12,7 @@ from cuzk.errors import FormatError, WitnessError
 from cuzk.formats.r1cs import MATRIX_C, R1CS, R1CSConstraints, read_r1cs
 from cuzk.formats.wtns import Witness
 from cuzk.formats.zkey import S_COEFS, coefficients_from_r1cs, encode_coefficients
+from cuzk.prover import qap
 
 if TYPE_CHECKING:  # imported where used: a circuit proven from a .wtns needs neither
     from cuzk.prover.keys import ProvingKey
@@ -156,8 +157,6 @@ class Circuit:
 
         ``c_evals`` is synthesize's a*b (Montgomery); C*w is computed from the r1cs's C terms.
         """
-        from kernels import qap
-
         n = self.r1cs.n_constraints
         domain = c_evals.shape[0]
         cw, _, _ = qap.build_abc(*self._c_terms, witness, domain)

@@ -1,6 +1,7 @@
-"""The CPU backend: numba NTT for H, native MSMs over the key's mapped points, whole MSMs on a
-pool sized to the cores (``cuzk.prover.cpu_schedule``); py_arkworks_bls12381's multiexp where
-the native extension is not built."""
+"""The CPU backend: native QAP code for H (numba's kernels where the extension is not built),
+native MSMs over the key's mapped points, whole MSMs on a pool sized to the cores
+(``cuzk.prover.cpu_schedule``); py_arkworks_bls12381's multiexp where the native extension is not
+built."""
 
 from __future__ import annotations
 
@@ -10,9 +11,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from py_arkworks_bls12381 import G1Point
 
-from cuzk.prover import native_msm
+from cuzk.prover import native_msm, qap
 from cuzk.prover.cpu_schedule import G2_COST, LongestFirst, Task, cores
-from kernels import qap
 
 if TYPE_CHECKING:
     from cuzk.prover.keys import ProvingKey
@@ -28,8 +28,9 @@ class CpuBackend:
     @staticmethod
     def warm_up() -> None:
         """Run every CPU kernel a proof runs (A, B, C on the domain, the coset NTTs, the H
-        join) on a two-constraint system, so numba compiles them (or loads its cache) at start:
-        on a fresh volume that is tens of seconds a first job's deadline cannot pay."""
+        join) on a two-constraint system at start: where they are numba's (no native extension),
+        numba compiles them (or loads its cache) then, tens of seconds on a fresh volume that a
+        first job's deadline cannot pay; the native code only proves that it loads and runs."""
         log_n = 2
         witness = np.zeros((2, 8), np.uint32)
         witness[0, 0] = 1

@@ -19,11 +19,11 @@ import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point
 
 from cuzk.errors import FormatError, ProofError, WitnessError
+from cuzk.prover import qap
 from cuzk.prover.backend import ComputeBackend
 from cuzk.prover.cpu_backend import CpuBackend
 from cuzk.prover.points import g1_to_json, g2_to_json, scalar
 from cuzk.prover.verify import verify
-from kernels import qap
 
 if TYPE_CHECKING:
     from cuzk.prover.circuit import Circuit

@@ -14,11 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef uint64_t u64;
-typedef unsigned __int128 u128;
-
-#define CAT(a, b) a##b
-#define XCAT(a, b) CAT(a, b)
+#include "arith.h"
 
 static const u64 FP_P[6] = {0xb9feffffffffaaabULL, 0x1eabfffeb153ffffULL, 0x6730d2a0f6b0f624ULL,
                             0x64774b84f38512bfULL, 0x4b1ba7b6434bacd7ULL, 0x1a0111ea397fe69aULL};
@@ -87,33 +83,6 @@ static void signed_digits(const u64 *scalars, const uint32_t *rows, size_t m, in
     }
 }
 
-/* 64x64->128 multiply and add/subtract with carry: adc/sbb everywhere on x86-64, mulx and
- * adcx on the fast path; plain C elsewhere. */
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <x86intrin.h>
-#define SUBB(b, x, y, out) _subborrow_u64((b), (x), (y), (unsigned long long *)(out))
-#define ADDC(c, x, y, out) _addcarry_u64((c), (x), (y), (unsigned long long *)(out))
-#else
-static inline unsigned char addc_(unsigned char c, u64 x, u64 y, u64 *out) {
-    u128 s = (u128)x + y + c;
-    *out = (u64)s;
-    return (unsigned char)(s >> 64);
-}
-static inline unsigned char subb_(unsigned char b, u64 x, u64 y, u64 *out) {
-    u128 d = (u128)x - y - b;
-    *out = (u64)d;
-    return (unsigned char)((d >> 64) & 1);
-}
-#define SUBB(b, x, y, out) subb_((b), (x), (y), (u64 *)(out))
-#define ADDC(c, x, y, out) addc_((c), (x), (y), (u64 *)(out))
-#endif
-#define MUL64(hi, lo, x, y)                 \
-    do {                                    \
-        u128 z__ = (u128)(x) * (y);         \
-        (lo) = (u64)z__;                    \
-        (hi) = (u64)(z__ >> 64);            \
-    } while (0)
-
 /* ---- portable path ---- */
 #define ARCH _portable
 #include "fp_tmpl.h"
@@ -138,10 +107,7 @@ static inline unsigned char subb_(unsigned char b, u64 x, u64 y, u64 *out) {
 #define HAVE_FAST_PATH 1
 #pragma GCC push_options
 #pragma GCC target("bmi2,adx")
-#undef MUL64
-#undef ADDC
-#define MUL64(hi, lo, x, y) ((lo) = _mulx_u64((x), (y), (unsigned long long *)&(hi)))
-#define ADDC(c, x, y, out) _addcarryx_u64((c), (x), (y), (unsigned long long *)(out))
+#include "arith_adx.h"
 #include "fp_mulx_asm.h"
 #define FP_MUL_ASM fp_mul_mulx
 #define ARCH _adx

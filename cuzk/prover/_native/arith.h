@@ -1,0 +1,41 @@
+/* 64-bit limb arithmetic shared by the native field code (msm.c, qap.c): the limb types, token
+ * pasting for the per-path names (ARCH suffix), and 64x64->128 multiply and add/subtract with
+ * carry: adc/sbb intrinsics on x86-64, plain C elsewhere. arith_adx.h switches MUL64/ADDC to
+ * mulx/adcx inside a bmi2,adx target region. */
+#ifndef CUZK_ARITH_H
+#define CUZK_ARITH_H
+
+#include <stdint.h>
+
+typedef uint64_t u64;
+typedef unsigned __int128 u128;
+
+#define CAT(a, b) a##b
+#define XCAT(a, b) CAT(a, b)
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <x86intrin.h>
+#define SUBB(b, x, y, out) _subborrow_u64((b), (x), (y), (unsigned long long *)(out))
+#define ADDC(c, x, y, out) _addcarry_u64((c), (x), (y), (unsigned long long *)(out))
+#else
+static inline unsigned char addc_(unsigned char c, u64 x, u64 y, u64 *out) {
+    u128 s = (u128)x + y + c;
+    *out = (u64)s;
+    return (unsigned char)(s >> 64);
+}
+static inline unsigned char subb_(unsigned char b, u64 x, u64 y, u64 *out) {
+    u128 d = (u128)x - y - b;
+    *out = (u64)d;
+    return (unsigned char)((d >> 64) & 1);
+}
+#define SUBB(b, x, y, out) subb_((b), (x), (y), (u64 *)(out))
+#define ADDC(c, x, y, out) addc_((c), (x), (y), (u64 *)(out))
+#endif
+#define MUL64(hi, lo, x, y)                 \
+    do {                                    \
+        u128 z__ = (u128)(x) * (y);         \
+        (lo) = (u64)z__;                    \
+        (hi) = (u64)(z__ >> 64);            \
+    } while (0)
+
+#endif
