@@ -6,10 +6,12 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from cuzk.errors import CuzkError
+
+if TYPE_CHECKING:  # rich is imported when an error is printed, not at every start
+    from rich.console import Console
 
 
 class OutputError(CuzkError):
@@ -18,6 +20,8 @@ class OutputError(CuzkError):
 
 def error_console() -> Console:
     """stderr, never wrapped: rich wraps at 80 columns when piped, splitting one-line errors."""
+    from rich.console import Console
+
     return Console(stderr=True, soft_wrap=True)
 
 

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from cuzk.cli._local import UsageError, add_circuit_args, pick, zkey_for
 from cuzk.cli._output import check_output_dir, write_text
-from cuzk.cli._progress import stage_progress
 from cuzk.errors import CuzkError
 
 if TYPE_CHECKING:
@@ -161,6 +160,8 @@ def _run(args: argparse.Namespace) -> int:
     if c.zkey is not None:
         zkey = c.zkey
     else:
+        from cuzk.cli._progress import stage_progress
+
         t_keygen = time.perf_counter()
         with stage_progress("keygen") as tick:
             zkey = zkey_for(c, tick)
