@@ -31,3 +31,32 @@ def test_client_commands_import_nothing_of_the_server(command: str) -> None:
     assert f"cuzk.cli.{command}" in loaded
     heavy = sorted(m for m in loaded if m.startswith(SERVER_SIDE))
     assert heavy == [], f"cuzk {command} imports {heavy}"
+
+
+ONE_PROOF_NEEDS_NONE_OF = ("numba", "llvmlite", "kernels", "wasmtime", "rich", "cuzk.engine.engine",
+                           "cuzk.prover.cuda_backend", "cuzk.prover.keygen")
+
+
+def test_prove_from_a_ready_witness_imports_no_numba_wasm_or_engine(tmp_path) -> None:
+    """A one-proof process with the native extensions (what `pip install -e .` builds) proves
+    without numba (about 0.9 s of start-up and first dispatch), the wasm runtime, rich or the
+    scheduler; the import graph regresses silently unless a test looks."""
+    from tests.cuzk.prover.test_prover_keycheck import R1CS, ZKEY
+
+    wtns = R1CS.parent / "tiny.wtns"
+    args = ["prove", "--r1cs", str(R1CS), "--zkey", str(ZKEY), "--wtns", str(wtns),
+            "--out", str(tmp_path)]
+    code = (
+        "import json, sys\n"
+        "from cuzk.cli.main import main\n"
+        f"rc = main({args!r})\n"
+        "print(json.dumps([rc, sorted(sys.modules)]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    rc, loaded = json.loads(out.stdout.strip().splitlines()[-1])
+    assert rc == 0, out.stderr[-2000:]
+    assert "proof verified=True" in out.stdout
+    assert "cuzk.prover._native._msm" in loaded and "cuzk.prover._native._qap" in loaded
+    heavy = sorted(m for m in loaded if m.startswith(ONE_PROOF_NEEDS_NONE_OF))
+    assert heavy == [], f"cuzk prove --wtns imports {heavy}"
