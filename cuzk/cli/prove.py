@@ -7,7 +7,6 @@ any long work: generating a development key, loading the key, computing the witn
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
@@ -83,15 +82,11 @@ def _prover_config(args: argparse.Namespace) -> ProverConfig:
     return config.prover
 
 
-def _cupy_installed() -> bool:
-    """Without CuPy no CUDA device is usable; finding that out by importing the CUDA backend
-    (and numba with it) would cost a CPU proof half a second of start-up."""
-    return importlib.util.find_spec("cupy") is not None
-
-
 def _backend(name: str):
     """The compute backend, refused at once when CUDA is asked for and not there."""
-    if name == "cpu" or (name == "auto" and not _cupy_installed()):
+    from cuzk.prover.backend import cupy_installed
+
+    if name == "cpu" or (name == "auto" and not cupy_installed()):
         from cuzk.prover.cpu_backend import CpuBackend
 
         return CpuBackend()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -11,6 +13,12 @@ if TYPE_CHECKING:
     from cuzk.prover.keys import ProvingKey
 
 G1_SECTIONS = ("A", "B1", "C", "H")
+
+
+def cupy_installed() -> bool:
+    """Whether CuPy can be imported at all. Without it no CUDA device is usable, and asking the
+    CUDA backend (which imports numba) costs a CPU-only process half a second to be told so."""
+    return "cupy" in sys.modules or importlib.util.find_spec("cupy") is not None
 
 
 class ComputeBackend(Protocol):

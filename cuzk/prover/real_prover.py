@@ -40,6 +40,10 @@ log = logging.getLogger(__name__)
 
 def cuda_device_count() -> int:
     """Usable CUDA devices (0 when CUDA or its Python bindings are missing)."""
+    from cuzk.prover.backend import cupy_installed
+
+    if not cupy_installed():  # answered without importing the CUDA backend and numba
+        return 0
     try:
         from cuzk.prover.cuda_backend import cuda_device_count as count
 
