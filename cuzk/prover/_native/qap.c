@@ -66,9 +66,12 @@ struct h_ctx {
 #pragma GCC push_options
 #pragma GCC target("bmi2,adx")
 #include "arith_adx.h"
+#include "fr_mulx_asm.h"
+#define FR_MUL_ASM fr_mul_mulx
 #define ARCH _adx
 #include "fr_tmpl.h"
 #undef ARCH
+#undef FR_MUL_ASM
 #pragma GCC pop_options
 #else
 #define HAVE_FAST_PATH 0
