@@ -311,10 +311,6 @@ done:
     return result;
 }
 
-static PyObject *py_fast_available(PyObject *self, PyObject *noargs) {
-    return PyBool_FromLong(cpu_has_fast());
-}
-
 static PyMethodDef methods[] = {
     {"first_unreduced", py_first_unreduced, METH_VARARGS,
      "first_unreduced(rows) -> index of the first Fr element >= r, or -1"},
@@ -322,8 +318,6 @@ static PyMethodDef methods[] = {
      "build_abc(matrix, constraint, signal, values, witness, a, b, c, threads, fast)"},
     {"h_evaluations", py_h_evaluations, METH_VARARGS,
      "h_evaluations(a, b, c, out, log_n, consts, groups, tp, fast): H's scalars into out"},
-    {"fast_available", py_fast_available, METH_NOARGS,
-     "True when this CPU has BMI2 and ADX (the fast multiply path)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_qap",
