@@ -22,8 +22,8 @@ $(BIN)/.installed: pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,ptx,cluster]'
 	touch $@ $(BIN)/.runtime
 
-# The native MSM extension (cuzk/prover/_native), rebuilt in place when its sources change
-# (an editable install builds it too; this catches an existing venv and edited C sources).
+# The native MSM and QAP extensions (cuzk/prover/_native), rebuilt in place when their sources
+# change (an editable install builds them too; this catches an existing venv and edited sources).
 NATIVE := cuzk/prover/_native/.built
 $(NATIVE): $(BIN)/.runtime setup.py $(wildcard cuzk/prover/_native/*.c cuzk/prover/_native/*.h)
 	$(BIN)/python setup.py -q build_ext --inplace

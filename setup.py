@@ -20,7 +20,7 @@ setup(
             "cuzk.prover._native._qap",
             sources=["cuzk/prover/_native/qap.c"],
             depends=["cuzk/prover/_native/arith.h", "cuzk/prover/_native/arith_adx.h",
-                     "cuzk/prover/_native/fr_tmpl.h"],
+                     "cuzk/prover/_native/fr_tmpl.h", "cuzk/prover/_native/fr_mulx_asm.h"],
             extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wno-unused-function"],
             extra_link_args=["-pthread"],
         ),

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from py_arkworks_bls12381 import Scalar
 
-from cuzk.prover import native_msm
+from cuzk.prover import native_msm, qap
 from cuzk.prover.cpu_schedule import cores
 from cuzk.prover.keys import CircuitSizes
 
@@ -93,8 +93,8 @@ class MemoryEstimate:
 
 def _scheduled_peak(n: int, v: int, sizes: CircuitSizes, workers: int) -> int:
     """Step 2 on the CPU (cuzk.prover.cpu_schedule): at most ``workers`` MSMs in flight. While
-    H's NTT runs (four vectors), the costliest others; then H's vector with H and the rest, the
-    last task split among the idle workers (more buckets)."""
+    H's NTT runs (its vectors, ``qap.h_bytes``), the costliest others; then H's vector with H and
+    the rest, the last task split among the idle workers (more buckets)."""
     rows_pts = {
         "A": (v, sizes.a_points, 1),
         "B1": (v, sizes.b_points, 1),
@@ -104,7 +104,7 @@ def _scheduled_peak(n: int, v: int, sizes: CircuitSizes, workers: int) -> int:
     one = sorted(native_msm_bytes(*rp) for rp in rows_pts.values())
     split = max(native_msm_bytes(r, p, g, workers) for r, p, g in rows_pts.values())
     h_one, h_split = native_msm_bytes(n, n), native_msm_bytes(n, n, 1, workers)
-    during_ntt = 4 * n * _FR + sum(one[-workers:])
+    during_ntt = qap.h_bytes(n.bit_length() - 1) + sum(one[-workers:])
     others = sum(one[-(workers - 1):]) if workers > 1 else 0
     after_ntt = n * _FR + max(h_split, h_one + others, h_one + split)
     return max(during_ntt, after_ntt)
@@ -117,7 +117,7 @@ def estimate_memory(sizes: CircuitSizes, gpu_on_host: bool = True) -> MemoryEsti
     # Step 1: the witness is read out of wasm memory once as bytes and once as an array; a/b/c;
     # the constraint check builds C*w with two scratch vectors beside it.
     synthesis = 2 * witness + abc + 3 * n * _FR
-    # Step 2 on the CPU backend: first the odd-coset NTTs (three vectors and a scratch one), then H
+    # Step 2 on the CPU backend: first the odd-coset NTTs (``qap.h_bytes``), then H
     # is held while the largest MSM converts its scalars. On a GPU only the MSM inputs stay on
     # the host side (the vectors live in device memory, counted in the device budget).
     if native_msm.available():
@@ -142,7 +142,8 @@ def estimate_memory(sizes: CircuitSizes, gpu_on_host: bool = True) -> MemoryEsti
             _msm_bytes(sizes.b_points, v),
             _msm_bytes(sizes.c_points, v - sizes.n_public - 1),
         )
-        gpu = max(4 * n * _FR, n * _FR + msm_peak) if gpu_on_host else n * _FR + msm_peak
+        h = qap.h_bytes(n.bit_length() - 1)
+        gpu = max(h, n * _FR + msm_peak) if gpu_on_host else n * _FR + msm_peak
         # Step 3: the G2 MSM for B over the witness.
         finalize = _msm_bytes(sizes.b_points, v)
 

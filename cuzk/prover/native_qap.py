@@ -129,6 +129,14 @@ def h_plan(log_n: int, threads: int) -> tuple[int, int]:
     return groups, tp
 
 
+def h_bytes(log_n: int, threads: int | None = None) -> int:
+    """Peak bytes :func:`h_evaluations` holds, its result included: the result, the twiddles
+    (n/2), B's and C's odd-coset values, and one scratch vector per group of the plan."""
+    n = 1 << log_n
+    groups, _ = h_plan(log_n, _threads(threads))
+    return 32 * (n + n // 2 + (2 + groups) * n)
+
+
 def _mont_bytes(x: int) -> bytes:
     return (x * _MONT % _R).to_bytes(32, "little")
 

@@ -41,3 +41,11 @@ def h_evaluations(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_n: int,
     from kernels import qap
 
     return qap.h_evaluations(a, b, c, log_n, threads)
+
+
+def h_bytes(log_n: int, threads: int | None = None) -> int:
+    """Peak bytes ``h_evaluations`` holds, its result included (numba's: the result and three
+    more vectors: the odd-coset values of A, B, C and the coefficients being transformed)."""
+    if native_qap.available():
+        return native_qap.h_bytes(log_n, threads)
+    return 4 * 32 * (1 << log_n)

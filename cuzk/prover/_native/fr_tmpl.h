@@ -75,6 +75,11 @@ static inline void F(fr_sub)(u64 r[4], const u64 a[4], const u64 b[4]) {
     } while (0)
 
 static inline void F(fr_mul)(u64 r[4], const u64 a[4], const u64 b[4]) {
+#ifdef FR_MUL_ASM
+    u64 m[4];
+    FR_MUL_ASM(m, a, b);
+    F(fr_cond_sub)(r, m);
+#else
     const u64 b0 = b[0], b1 = b[1], b2 = b[2], b3 = b[3];
     const u64 a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
     u64 t0 = 0, t1 = 0, t2 = 0, t3 = 0;
@@ -84,6 +89,7 @@ static inline void F(fr_mul)(u64 r[4], const u64 a[4], const u64 b[4]) {
     FR_ROUND(a3);
     u64 t[4] = {t0, t1, t2, t3};
     F(fr_cond_sub)(r, t);
+#endif
 }
 
 #undef FR_ROUND

@@ -66,9 +66,12 @@ struct h_ctx {
 #pragma GCC push_options
 #pragma GCC target("bmi2,adx")
 #include "arith_adx.h"
+#include "fr_mulx_asm.h"
+#define FR_MUL_ASM fr_mul_mulx
 #define ARCH _adx
 #include "fr_tmpl.h"
 #undef ARCH
+#undef FR_MUL_ASM
 #pragma GCC pop_options
 #else
 #define HAVE_FAST_PATH 0
@@ -308,10 +311,6 @@ done:
     return result;
 }
 
-static PyObject *py_fast_available(PyObject *self, PyObject *noargs) {
-    return PyBool_FromLong(cpu_has_fast());
-}
-
 static PyMethodDef methods[] = {
     {"first_unreduced", py_first_unreduced, METH_VARARGS,
      "first_unreduced(rows) -> index of the first Fr element >= r, or -1"},
@@ -319,8 +318,6 @@ static PyMethodDef methods[] = {
      "build_abc(matrix, constraint, signal, values, witness, a, b, c, threads, fast)"},
     {"h_evaluations", py_h_evaluations, METH_VARARGS,
      "h_evaluations(a, b, c, out, log_n, consts, groups, tp, fast): H's scalars into out"},
-    {"fast_available", py_fast_available, METH_NOARGS,
-     "True when this CPU has BMI2 and ADX (the fast multiply path)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_qap",
