@@ -147,12 +147,13 @@ def _load() -> float:
 
 def _machine() -> dict[str, Any]:
     """What the figures were taken on: the cores the prover uses and its multiply path."""
-    from cuzk.prover import native_msm
+    from cuzk.prover import native_msm, qap
     from cuzk.prover.cpu_schedule import cores
 
     return {
         "cores": cores(),
         "msm": "native" if native_msm.available() else "arkworks",
+        "qap": "native" if qap.native() else "numba",
         "field_arith": native_msm.arith_path(),
         "cpu_has_bmi2_adx": native_msm.fast_supported(),
     }
@@ -257,7 +258,7 @@ def run_prover(args: argparse.Namespace) -> int:
         )
         return 2
     machine = _machine()
-    print("cuzk CPU prover: {cores} cores, msm={msm}, field multiply {field_arith} "
+    print("cuzk CPU prover: {cores} cores, msm={msm}, qap={qap}, field multiply {field_arith} "
           "(cpu has bmi2+adx: {cpu_has_bmi2_adx})".format(**machine), flush=True)
     if args.r1cs is not None:
         return _run_user_circuit(args, snarkjs, machine)

@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from cuzk.formats.wtns import read_wtns
-    from cuzk.prover import native_msm
+    from cuzk.prover import native_msm, qap
     from cuzk.prover.circuit import Circuit
     from cuzk.prover.cpu_schedule import cores
     from cuzk.prover.keys import ProvingKey
@@ -175,6 +175,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.detail:
         print(
             f"cpu prover: msm={'native' if native_msm.available() else 'arkworks'} "
+            f"qap={'native' if qap.native() else 'numba'} "
             f"field_arith={native_msm.arith_path()} "
             f"(cpu has bmi2+adx: {'yes' if native_msm.fast_supported() else 'no'}) "
             f"cores={cores()} msm_tables="
