@@ -213,6 +213,11 @@ def msm_g2(points: np.ndarray, scalars: np.ndarray, threads: int = 1,
     return G2Point.identity() if out is None else G2Point.from_xy_bytes_unchecked_le(out)
 
 
+# Bucket additions sharing one inversion by default (bucket_tmpl.h's bucket_batch; a test holds
+# the two equal): the memory estimates count a batch of this many entries per MSM thread.
+BUCKET_BATCH = 1024
+
+
 def batch_affine(batch: int, min_g1: int, min_g2: int) -> tuple[int, int, int]:
     """Sets the bucket batching (a tuning and test hook; returns the previous setting): how many
     bucket additions share one field inversion (0: XYZZ buckets only, the code before batching)

@@ -75,6 +75,7 @@ static int G(_acc_init)(G(_acc) *a, size_t nb) {
     if (cap > BUCKET_BATCH_MAX) cap = BUCKET_BATCH_MAX;
     a->nb = nb;
     a->cap = cap > 0 ? (size_t)cap : 0;
+    if (a->cap > nb / 2) a->cap = nb / 2 ? nb / 2 : 1; /* a batch never exceeds nb / 2 */
     size_t ce = a->cap ? a->cap : 1, fe = NW * sizeof(u64);
     a->bx = (u64 *)PyMem_RawMalloc(nb * fe);
     a->by = (u64 *)PyMem_RawMalloc(nb * fe);

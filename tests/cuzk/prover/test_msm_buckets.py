@@ -107,6 +107,7 @@ def test_batch_affine_setting_is_checked():
     with pytest.raises(ValueError, match="batch"):
         native_msm.batch_affine(1 << 20, 0, 0)
     old = native_msm.batch_affine(0, 0, 0)  # batching off: the XYZZ buckets only
+    assert old[0] == native_msm.BUCKET_BATCH  # the figure the memory estimates use
     try:
         points = _points(GROUPS["G1"][0], 5)
         values = [secrets.randbelow(R) for _ in range(5)]
