@@ -26,6 +26,16 @@ def tiny_batches(request: pytest.FixtureRequest) -> Iterator[int]:
         native_msm.batch_affine(*old)
 
 
+@pytest.fixture(params=["auto", "portable"])
+def arith(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The edge cases on the fast multiply (where the CPU has it) and on the portable one."""
+    native_msm.configure(request.param)
+    try:
+        yield request.param
+    finally:
+        native_msm.configure("auto")
+
+
 def _check(group: str, points: list, values: list[int], threads: int = 1) -> None:
     """The plain path and the table path (which shares the accumulation) against arkworks."""
     kind, to_mont, native = GROUPS[group]
@@ -44,7 +54,7 @@ def test_random_scalars_around_the_batch_size(tiny_batches: int, group: str, n: 
 
 
 @pytest.mark.parametrize("group", ["G1", "G2"])
-def test_the_same_point_twice_in_a_bucket_doubles_it(tiny_batches: int, group: str):
+def test_the_same_point_twice_in_a_bucket_doubles_it(tiny_batches: int, arith: str, group: str):
     """One row repeated: digits 1..12 each twice, so every bucket gets P twice (a doubling in
     the batch), then P once more (P + 2P, an ordinary add after the doubling)."""
     p = _points(GROUPS[group][0], 1)[0]
@@ -53,7 +63,7 @@ def test_the_same_point_twice_in_a_bucket_doubles_it(tiny_batches: int, group: s
 
 
 @pytest.mark.parametrize("group", ["G1", "G2"])
-def test_a_point_and_its_negation_in_a_bucket_cancel(tiny_batches: int, group: str):
+def test_a_point_and_its_negation_in_a_bucket_cancel(tiny_batches: int, arith: str, group: str):
     """P then -P with one scalar: the bucket empties; a third point then lands in the emptied
     bucket, and a fourth (-P again) cancels against it or adds, as the digits say."""
     kind = GROUPS[group][0]
@@ -67,7 +77,7 @@ def test_a_point_and_its_negation_in_a_bucket_cancel(tiny_batches: int, group: s
 
 
 @pytest.mark.parametrize("group", ["G1", "G2"])
-def test_batches_full_of_conflicts_defer_then_spill(tiny_batches: int, group: str):
+def test_batches_full_of_conflicts_defer_then_spill(tiny_batches: int, arith: str, group: str):
     """Every scalar equal: in each window every point goes to one bucket, so all but one
     addition per batch conflict (deferred, then added to the XYZZ spill bucket)."""
     n = 40
@@ -76,7 +86,7 @@ def test_batches_full_of_conflicts_defer_then_spill(tiny_batches: int, group: st
 
 
 @pytest.mark.parametrize("group", ["G1", "G2"])
-def test_few_buckets_many_points_and_small_scalars(tiny_batches: int, group: str):
+def test_few_buckets_many_points_and_small_scalars(tiny_batches: int, arith: str, group: str):
     """Scalars 1..4 and their negations (r - 1 ..): few buckets, many conflicts, both signs."""
     n = 48
     values = [(k % 4) + 1 if k % 3 else R - (k % 4) - 1 for k in range(n)]
