@@ -10,6 +10,7 @@ setup(
             depends=[
                 "cuzk/prover/_native/fp_tmpl.h",
                 "cuzk/prover/_native/curve_tmpl.h",
+                "cuzk/prover/_native/bucket_tmpl.h",
                 "cuzk/prover/_native/fp_mulx_asm.h",
                 "cuzk/prover/_native/arith.h",
                 "cuzk/prover/_native/arith_adx.h",

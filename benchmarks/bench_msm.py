@@ -1,113 +1,101 @@
-"""Per-MSM figures for one proof's five MSMs: py_arkworks_bls12381 (the CPU prover before the
-native MSM) against the native MSM on one thread, with and without window tables, and on every
-core; side by side in one run, over the real scalars of a proof (witness, and H's evaluations).
+"""Native MSM figures: each MSM of a bundled kind (A, B1, C, H in G1, B2 in G2) with the proof's
+real scalars, batch-affine bucket accumulation against XYZZ-only buckets, 1 and 2 threads.
 
-Usage: python benchmarks/bench_msm.py [KIND] [--repeat 3]   (KIND: a bundled proof kind,
-default porep-c2). Prints every run's milliseconds as min-max and the speed-ups of the
-medians; the tests assert correctness, never timings.
+Usage: python benchmarks/bench_msm.py [--kinds porep-c2 winning-post] [--repeat 3]
+       [--batch 1024] [--min-points 4096]
+The keys must exist (``cuzk keys make KIND`` or any ``cuzk prove KIND``). Old and new runs are
+interleaved; prints min..max milliseconds over the runs. Prints figures only; the tests assert
+correctness, never timings.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import statistics
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
-from py_arkworks_bls12381 import G1Point, G2Point
 
 from cuzk.circuits.registry import bundled_circuits
 from cuzk.prover import native_msm
 from cuzk.prover.circuit import Circuit
 from cuzk.prover.cpu_backend import CpuBackend
-from cuzk.prover.cpu_schedule import cores
 from cuzk.prover.groth16 import synthesize
 from cuzk.prover.keys import ProvingKey
-from cuzk.prover.keystore import DEFAULT_KEYS_DIR, ensure_zkey
-from cuzk.prover.points import g1_from_mont_array, g2_from_mont_array, scalars_from_array
 
-SECTIONS = ("A", "B1", "C", "H", "B2")
+KEYS = Path("~/.cache/cuzk/keys").expanduser()
 
 
-def _times(fn: Callable[[], Any], repeat: int) -> list[float]:
-    out = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        out.append((time.perf_counter() - t0) * 1e3)
-    return out
+def proof_scalars(kind: str, zkey: Path, tables: bool) -> tuple[ProvingKey, dict[str, np.ndarray]]:
+    """The key of a bundled kind and the scalars of its five MSMs in one proof of the kind's
+    sample input (the witness; H's evaluations for H)."""
+    b = bundled_circuits()[kind]
+    key = ProvingKey.load(zkey, tables=tables)
+    circuit = Circuit.load(b.r1cs_path, b.wasm_path, kind)
+    synth = synthesize(key, circuit, json.loads(Path(b.sample_input_path).read_text()))
+    a, bb, c = synth.abc
+    w = synth.witness
+    h = CpuBackend().h_evaluations(key, a, bb, c)
+    return key, {"A": w, "B1": w, "C": w[key.sizes.n_public + 1:], "H": h, "B2": w}
 
 
-def _arkworks(points: np.ndarray, scalars: np.ndarray, g2: bool) -> Callable[[], Any]:
-    """One-thread arkworks multiexp as the prover called it: Python points and scalars built
-    from the arrays on every call (only rows with a point and a non-zero scalar)."""
-    from cuzk.curves import CURVES
+def _scalars(kind: str, tables: bool) -> tuple[ProvingKey, dict[str, np.ndarray]]:
+    zkeys = sorted(KEYS.glob(f"{kind}-*.zkey"))
+    if not zkeys:
+        raise SystemExit(f"no key for {kind} in {KEYS}: run `cuzk keys make {kind}` first")
+    return proof_scalars(kind, zkeys[0], tables)
 
-    curve = CURVES["bls12381"]
-    convert = g2_from_mont_array if g2 else g1_from_mont_array
-    objs = convert(curve, points)
-    kind = G2Point if g2 else G1Point
-    present = points.reshape(points.shape[0], -1).any(axis=1)
 
-    def run() -> Any:
-        rows = np.flatnonzero(scalars.any(axis=1) & present)
-        return kind.multiexp_unchecked([objs[i] for i in rows], scalars_from_array(scalars[rows]))
-
-    return run
+def _run(key: ProvingKey, name: str, scalars: np.ndarray, threads: int, cpu: bool) -> float:
+    """Milliseconds of one MSM: CPU time of the process (all its threads: robust to other
+    processes' load) when ``cpu``, else wall time."""
+    clock = time.process_time if cpu else time.perf_counter
+    t0 = clock()
+    if name == "B2":
+        key.msm_b2(scalars, threads)
+    else:
+        key.msm_g1(name, scalars, threads)
+    return (clock() - t0) * 1e3
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("kind", nargs="?", default="porep-c2")
+    ap.add_argument("--kinds", nargs="+", default=["porep-c2", "winning-post"])
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--threads", nargs="+", type=int, default=[1, 2])
+    ap.add_argument("--batch", type=int, default=None, help="bucket batch size (default: built-in)")
+    ap.add_argument("--min-g1", type=int, default=None, help="smallest G1 batch that batches")
+    ap.add_argument("--min-g2", type=int, default=None, help="smallest G2 batch that batches")
+    ap.add_argument("--tables", action="store_true", help="with precomputed window tables")
+    ap.add_argument("--cpu", action="store_true", help="CPU time (all threads) instead of wall")
     args = ap.parse_args()
-    if not native_msm.available():
-        raise SystemExit("the native MSM extension is not built (pip install -e .)")
-    c = bundled_circuits()[args.kind]
-    zkey = ensure_zkey(args.kind, Path(c.r1cs_path), DEFAULT_KEYS_DIR)
-    plain = ProvingKey.load(zkey)
-    tabled = ProvingKey.load(zkey, tables=True)
-    circuit = Circuit.load(c.r1cs_path, c.wasm_path, args.kind)
-    import json
-
-    synth = synthesize(plain, circuit, json.loads(Path(c.sample_input_path).read_text()))
-    w = synth.witness
-    h = CpuBackend().h_evaluations(plain, *synth.abc)
-    scalars = {"A": w, "B1": w, "B2": w, "C": w[plain.sizes.n_public + 1 :], "H": h}
-    arrays = {"A": plain.zkey.a, "B1": plain.zkey.b1, "B2": plain.zkey.b2, "C": plain.zkey.c,
-              "H": plain.zkey.h}
-    n = cores()
-    print(f"{args.kind}: MSM milliseconds over {args.repeat} runs (min-max), "
-          f"field multiply {native_msm.arith_path()}, {n} cores, load "
-          f"{os.getloadavg()[0]:.2f}")
-    print(f"{'MSM':<4} {'points':>7} {'arkworks 1t':>14} {'native 1t':>14} {'tables 1t':>14} "
-          f"{f'native {n}t':>14}  {'native/ark':>10} {'tables/ark':>10}")
-    for name in SECTIONS:
-        sc = scalars[name]
-        g2 = name == "B2"
-
-        def native(key: ProvingKey, threads: int, name: str = name, sc: Any = sc) -> Callable:
-            if name == "B2":
-                return lambda: key.msm_b2(sc, threads)
-            return lambda: key.msm_g1(name, sc, threads)
-
-        ark = _arkworks(arrays[name], sc, g2)
-        assert ark() == native(plain, 1)(), f"{name}: native and arkworks disagree"
-        runs = {
-            "ark": _times(ark, args.repeat),
-            "nat": _times(native(plain, 1), args.repeat),
-            "tab": _times(native(tabled, 1), args.repeat),
-            "par": _times(native(plain, n), args.repeat),
-        }
-        med = {k: statistics.median(v) for k, v in runs.items()}
-        cells = " ".join(f"{min(v):6.0f}-{max(v):<7.0f}" for v in runs.values())
-        print(f"{name:<4} {plain.msm_points(name):>7} {cells} "
-              f"{med['ark'] / med['nat']:>9.2f}x {med['ark'] / med['tab']:>9.2f}x")
-    print(f"tables: {tabled.table_bytes / 2**20:.1f} MiB")
+    default = native_msm.batch_affine(0, 0, 0)
+    new = (args.batch or default[0], default[1] if args.min_g1 is None else args.min_g1,
+           default[2] if args.min_g2 is None else args.min_g2)
+    native_msm.batch_affine(*default)
+    print(f"arith {native_msm.arith_path()}, load {os.getloadavg()[0]:.2f}, "
+          f"{'CPU' if args.cpu else 'wall'} time, "
+          f"batch {new[0]}, smallest batch G1 {new[1]} G2 {new[2]}, tables {args.tables}")
+    for kind in args.kinds:
+        key, scalars = _scalars(kind, args.tables)
+        for name in ("A", "B1", "C", "H", "B2"):
+            for threads in args.threads:
+                old_ms: list[float] = []
+                new_ms: list[float] = []
+                _run(key, name, scalars[name], threads, args.cpu)  # warm the mapping
+                for _ in range(args.repeat):
+                    native_msm.batch_affine(0, 0, 0)
+                    old_ms.append(_run(key, name, scalars[name], threads, args.cpu))
+                    native_msm.batch_affine(*new)
+                    new_ms.append(_run(key, name, scalars[name], threads, args.cpu))
+                native_msm.batch_affine(*default)
+                print(f"{kind:13s} {name:3s} n={key.msm_points(name):6d} t={threads} "
+                      f"xyzz {min(old_ms):8.1f}..{max(old_ms):8.1f} ms  "
+                      f"batch-affine {min(new_ms):8.1f}..{max(new_ms):8.1f} ms  "
+                      f"speed-up {min(old_ms) / min(new_ms):.2f}x (best of each)")
+    print(f"load after {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -31,10 +31,15 @@ def _msm_bytes(pairs: int, rows: int) -> int:
 
 
 # The native MSM (cuzk/prover/_native, allocations through PyMem_RawMalloc, which tracemalloc
-# sees): a row index per section row, a signed digit per point and window, one result and, per
-# thread, 2^(c-1) buckets per window width c, each an XYZZ point (4 coordinates of 48 bytes in
-# G1, 96 in G2). The width is chosen as the C code chooses it.
-_XYZZ = {1: 4 * 48, 2: 4 * 96}
+# sees): a row index per section row, a signed digit per point and window, one XYZZ result per
+# window (4 coordinates of 48 bytes in G1, 96 in G2) and, per thread, 2^(c-1) buckets for window
+# width c, each an affine point, an XYZZ spill point, a flag and two 4-byte marks
+# (bucket_tmpl.h), plus a batch of min(BUCKET_BATCH, 2^(c-2)) entries (4 coordinates, a bucket
+# index, a flag, a 16-byte deferred item). The width is chosen as the C code chooses it.
+_COORD = {1: 48, 2: 96}
+_XYZZ = {g: 4 * b for g, b in _COORD.items()}
+_BUCKET = {g: 6 * b + 1 + 4 + 4 for g, b in _COORD.items()}
+_ENTRY = {g: 4 * b + 4 + 1 + 16 for g, b in _COORD.items()}
 
 
 def _window(points: int, threads: int = 1) -> int:
@@ -55,7 +60,10 @@ def native_msm_bytes(rows: int, points: int, group: int = 1, threads: int = 1) -
         return 4 * rows
     c = _window(points, threads)
     windows = -(-256 // c)
-    return 4 * rows + 4 * windows * points + (windows + threads * (1 << (c - 1))) * _XYZZ[group]
+    nb = 1 << (c - 1)
+    batch = max(1, min(native_msm.BUCKET_BATCH, nb // 2))
+    per_thread = nb * _BUCKET[group] + batch * _ENTRY[group]
+    return 4 * rows + 4 * windows * points + windows * _XYZZ[group] + threads * per_thread
 # Interpreter-side slack per step (small lists, frames, result objects) and a 5% margin so the
 # figure covers the measured peak; a test holds it within 30% of that peak.
 _FIXED = 16 * 1024

@@ -213,6 +213,22 @@ def msm_g2(points: np.ndarray, scalars: np.ndarray, threads: int = 1,
     return G2Point.identity() if out is None else G2Point.from_xy_bytes_unchecked_le(out)
 
 
+# Bucket additions sharing one inversion by default (bucket_tmpl.h's bucket_batch; a test holds
+# the two equal): the memory estimates count a batch of this many entries per MSM thread.
+BUCKET_BATCH = 1024
+
+
+def batch_affine(batch: int, min_g1: int, min_g2: int) -> tuple[int, int, int]:
+    """Sets the bucket batching (a tuning and test hook; returns the previous setting): how many
+    bucket additions share one field inversion (0: XYZZ buckets only, the code before batching)
+    and, per group, the smallest batch a Pippenger pass must fill to batch at all. Not for use
+    while MSMs run (each worker reads it when it starts)."""
+    if _msm is None:
+        raise RuntimeError("the native MSM extension is not built (pip install -e .)")
+    old: tuple[int, int, int] = _msm.batch_affine(batch, min_g1, min_g2)
+    return old
+
+
 def first_bad_point(points: np.ndarray) -> int:
     """The first row of a zkey point section that is neither infinity nor a point of its curve
     (coordinates reduced, y^2 = x^3 + b), or -1. G1 for (n, 2, 12), G2 for (n, 2, 2, 12)."""

@@ -132,31 +132,14 @@ static void G(_add)(PT *r, const PT *p) {
     FE(mul)(r->zzz, r->zzz, ppp);
 }
 
+#include "bucket_tmpl.h"
+
 /* One window: bucket accumulation over the active rows, then the running sum. */
-static void G(_window)(PT *out, PT *buckets, size_t nbuckets, const int32_t *digits,
-                       const uint32_t *rows, size_t m, const unsigned char *points) {
-    for (size_t b = 0; b < nbuckets; b++) G(_set_inf)(&buckets[b]);
-    u64 ax[NW], ay[NW];
-    for (size_t k = 0; k < m; k++) {
-        int32_t d = digits[k];
-        if (d == 0) continue;
-        const unsigned char *pt = points + (size_t)rows[k] * (2 * NW * 8);
-        memcpy(ax, pt, sizeof ax); /* the zkey's sections need not be 8-byte aligned */
-        memcpy(ay, pt + sizeof ax, sizeof ay);
-        if (d < 0) {
-            FE(neg)(ay, ay);
-            d = -d;
-        }
-        G(_madd)(&buckets[d - 1], ax, ay);
-    }
-    PT sum, acc;
-    G(_set_inf)(&sum);
-    G(_set_inf)(&acc);
-    for (size_t b = nbuckets; b-- > 0;) {
-        G(_add)(&sum, &buckets[b]);
-        G(_add)(&acc, &sum);
-    }
-    *out = acc;
+static void G(_window)(PT *out, G(_acc) *acc, const int32_t *digits, const uint32_t *rows,
+                       size_t m, const unsigned char *points) {
+    G(_acc_begin)(acc, m);
+    G(_acc_run)(acc, points, digits, rows, m, 0);
+    G(_acc_reduce)(acc, out);
 }
 
 typedef struct {
@@ -173,19 +156,18 @@ typedef struct {
 
 static void *G(_worker)(void *arg) {
     G(_job) *job = (G(_job) *)arg;
-    size_t nbuckets = (size_t)1 << (job->c - 1);
-    PT *buckets = (PT *)PyMem_RawMalloc(nbuckets * sizeof(PT));
-    if (buckets == NULL) {
+    G(_acc) acc;
+    if (G(_acc_init)(&acc, (size_t)1 << (job->c - 1)) < 0) {
         atomic_store(&job->failed, 1);
         return NULL;
     }
     for (;;) {
         int w = atomic_fetch_add(&job->next, 1);
         if (w >= job->windows) break;
-        G(_window)(&job->results[w], buckets, nbuckets, job->digits + (size_t)w * job->m,
-                   job->rows, job->m, job->points);
+        G(_window)(&job->results[w], &acc, job->digits + (size_t)w * job->m, job->rows, job->m,
+                   job->points);
     }
-    PyMem_RawFree(buckets);
+    G(_acc_free)(&acc);
     return NULL;
 }
 
@@ -395,50 +377,30 @@ typedef struct {
 
 static void *G(_tab_worker)(void *arg) {
     G(_tab_job) *job = (G(_tab_job) *)arg;
-    const size_t nbuckets = (size_t)1 << (job->c - 1), rowb = 2 * NW * 8;
-    PT *buckets = (PT *)PyMem_RawMalloc(nbuckets * sizeof(PT));
-    if (buckets == NULL) {
+    const size_t rowb = 2 * NW * 8;
+    G(_acc) acc;
+    if (G(_acc_init)(&acc, (size_t)1 << (job->c - 1)) < 0) {
         atomic_store(&job->failed, 1);
         return NULL;
     }
-    u64 ax[NW], ay[NW];
     for (;;) {
         int u = atomic_fetch_add(&job->next, 1);
         if (u >= job->s * job->groups) break;
         int pass = u / job->groups, g = u % job->groups;
         int j0 = (int)((long)g * job->t / job->groups);
         int j1 = (int)((long)(g + 1) * job->t / job->groups);
-        for (size_t b = 0; b < nbuckets; b++) G(_set_inf)(&buckets[b]);
+        G(_acc_begin)(&acc, job->m * (size_t)(j1 - j0));
         for (int j = j0; j < j1; j++) {
             int w = j * job->s + pass;
             if (w >= job->windows) break;
-            const int32_t *digits = job->digits + (size_t)w * job->m;
             const unsigned char *base =
                 j == 0 ? job->points : job->table + (size_t)(j - 1) * job->n * rowb;
-            for (size_t k = 0; k < job->m; k++) {
-                int32_t d = digits[k];
-                if (d == 0) continue;
-                const unsigned char *pt = base + (size_t)job->rows[k] * rowb;
-                memcpy(ax, pt, sizeof ax);
-                memcpy(ay, pt + sizeof ax, sizeof ay);
-                if (j > 0 && FE(is_zero)(ax) && FE(is_zero)(ay)) continue; /* 2^k P = O */
-                if (d < 0) {
-                    FE(neg)(ay, ay);
-                    d = -d;
-                }
-                G(_madd)(&buckets[d - 1], ax, ay);
-            }
+            /* copies j > 0 may hold infinity (2^k P = O): skipped there */
+            G(_acc_run)(&acc, base, job->digits + (size_t)w * job->m, job->rows, job->m, j > 0);
         }
-        PT sum, acc;
-        G(_set_inf)(&sum);
-        G(_set_inf)(&acc);
-        for (size_t b = nbuckets; b-- > 0;) {
-            G(_add)(&sum, &buckets[b]);
-            G(_add)(&acc, &sum);
-        }
-        job->results[u] = acc;
+        G(_acc_reduce)(&acc, &job->results[u]);
     }
-    PyMem_RawFree(buckets);
+    G(_acc_free)(&acc);
     return NULL;
 }
 

@@ -128,13 +128,19 @@ static inline void F(fp_mul)(u64 r[6], const u64 a[6], const u64 b[6]) {
 
 static inline void F(fp_sqr)(u64 r[6], const u64 a[6]) { F(fp_mul)(r, a, a); }
 
+/* a^e with 4-bit windows: 384 squarings and one multiply per nonzero nibble (about 90 for
+ * p - 2, against about 190 bit by bit): the batch-affine buckets invert once per batch. */
 static void F(fp_pow)(u64 r[6], const u64 a[6], const u64 e[6]) {
-    u64 acc[6];
+    u64 pw[16][6], acc[6];
+    memcpy(pw[0], FP_ONE, sizeof pw[0]);
+    memcpy(pw[1], a, sizeof pw[1]);
+    for (int k = 2; k < 16; k++) F(fp_mul)(pw[k], pw[k - 1], a);
     memcpy(acc, FP_ONE, sizeof acc);
     for (int i = 5; i >= 0; i--) {
-        for (int b = 63; b >= 0; b--) {
-            F(fp_sqr)(acc, acc);
-            if ((e[i] >> b) & 1) F(fp_mul)(acc, acc, a);
+        for (int sh = 60; sh >= 0; sh -= 4) {
+            for (int k = 0; k < 4; k++) F(fp_sqr)(acc, acc);
+            unsigned nib = (unsigned)((e[i] >> sh) & 15);
+            if (nib) F(fp_mul)(acc, acc, pw[nib]);
         }
     }
     memcpy(r, acc, sizeof acc);

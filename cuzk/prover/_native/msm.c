@@ -397,6 +397,24 @@ static PyObject *py_first_bad(PyObject *self, PyObject *args) {
     return PyLong_FromLongLong(bad);
 }
 
+/* batch_affine(batch, min_g1, min_g2) -> the previous triple: the bucket batch size (0: no
+ * batching) and the smallest batch worth its inversion per group; a tuning and test hook. */
+static PyObject *py_batch_affine(PyObject *self, PyObject *args) {
+    int batch, min_g1, min_g2;
+    if (!PyArg_ParseTuple(args, "iii", &batch, &min_g1, &min_g2)) return NULL;
+    if (batch < 0 || batch > BUCKET_BATCH_MAX || min_g1 < 0 || min_g2 < 0) {
+        PyErr_Format(PyExc_ValueError, "batch must be 0..%d and the minimums >= 0",
+                     BUCKET_BATCH_MAX);
+        return NULL;
+    }
+    PyObject *old = Py_BuildValue("(iii)", bucket_batch, bucket_min_batch[0], bucket_min_batch[1]);
+    if (old == NULL) return NULL;
+    bucket_batch = batch;
+    bucket_min_batch[0] = min_g1;
+    bucket_min_batch[1] = min_g2;
+    return old;
+}
+
 static PyObject *py_fast_available(PyObject *self, PyObject *noargs) {
     return PyBool_FromLong(cpu_has_fast());
 }
@@ -410,6 +428,8 @@ static PyMethodDef methods[] = {
      "table_fill(group, points, out, t, shift, threads, fast): copies 1..t-1 of a window table"},
     {"first_bad", py_first_bad, METH_VARARGS,
      "first_bad(group, points) -> first row not on the curve (nor infinity), or -1"},
+    {"batch_affine", py_batch_affine, METH_VARARGS,
+     "batch_affine(batch, min_g1, min_g2) -> the previous bucket batching setting"},
     {"fast_available", py_fast_available, METH_NOARGS,
      "True when this CPU has BMI2 and ADX (the fast multiply path)"},
     {NULL, NULL, 0, NULL}};
