@@ -1,9 +1,10 @@
 /* Pippenger MSM over one group (G1 over Fp or G2 over Fp2, both y^2 = x^3 + b), included with
  * ARCH, CURVE (g1/g2), FEPFX (fp_/fp2_) and NW (limbs per coordinate: 6 or 12) defined.
  *
- * Buckets are in XYZZ coordinates (x = X/ZZ, y = Y/ZZZ): adding an affine key point costs
- * 8 multiplications and 2 squarings, no inversion. Scalars are cut in signed c-bit digits, so
- * a window has 2^(c-1) buckets and a negative digit adds the point with y negated. */
+ * Buckets are batch-affine (bucket_tmpl.h) where a pass is large enough, else in XYZZ
+ * coordinates (x = X/ZZ, y = Y/ZZZ: adding an affine key point costs 8 multiplications and 2
+ * squarings, no inversion); sums and results are XYZZ. Scalars are cut in signed c-bit digits,
+ * so a window has 2^(c-1) buckets and a negative digit adds the point with y negated. */
 
 #define FE(name) XCAT(XCAT(FEPFX, name), ARCH)
 #define G(name) XCAT(XCAT(CURVE, name), ARCH)
