@@ -12,6 +12,7 @@ import numba
 import numpy as np
 
 from kernels._threads import cpu_count, run_parallel
+from kernels.abc_checks import check_abc_indices
 from kernels.field import FR, fr_from_mont
 from kernels.fr64 import fr_add64 as fr_add
 from kernels.fr64 import fr_mont_mul64 as fr_mont_mul
@@ -85,23 +86,7 @@ def build_abc(
     signal = np.ascontiguousarray(coef_signal, dtype=np.uint32)
     values = FR.check(coef_value_words)
     witness = FR.check(witness)
-    m = matrix.shape[0]
-    if not (constraint.shape == signal.shape == (m,) and values.shape[0] == m):
-        raise ValueError("coefficient arrays have different lengths")
-    if m:
-        if int(matrix.max()) > 1:
-            i = int(np.argmax(matrix > 1))
-            raise ValueError(f"coefficient {i}: matrix must be 0 (A) or 1 (B)")
-        if int(constraint.max()) >= domain_size:
-            i = int(np.argmax(constraint >= domain_size))
-            raise ValueError(
-                f"coefficient {i}: constraint {int(constraint[i])} >= domain size {domain_size}"
-            )
-        if int(signal.max()) >= witness.shape[0]:
-            i = int(np.argmax(signal >= witness.shape[0]))
-            raise ValueError(
-                f"coefficient {i}: signal {int(signal[i])} >= witness length {witness.shape[0]}"
-            )
+    check_abc_indices(matrix, constraint, signal, values.shape[0], witness.shape[0], domain_size)
     bad = FR.first_unreduced(values)
     if bad >= 0:
         raise ValueError(f"coefficient {bad}: value is not reduced modulo r")

@@ -17,6 +17,7 @@ import numpy as np
 
 from cuzk.prover import native_msm
 from kernels._threads import cpu_count
+from kernels.abc_checks import check_abc_indices
 from kernels.curves import BLS12_381
 
 _qap: Any
@@ -84,23 +85,7 @@ def build_abc(
     signal = _indices(coef_signal)
     values = _fr_rows(coef_value_words)
     witness = _fr_rows(witness)
-    m = matrix.shape[0]
-    if not (constraint.shape == signal.shape == (m,) and values.shape[0] == m):
-        raise ValueError("coefficient arrays have different lengths")
-    if m:
-        if int(matrix.max()) > 1:
-            i = int(np.argmax(matrix > 1))
-            raise ValueError(f"coefficient {i}: matrix must be 0 (A) or 1 (B)")
-        if int(constraint.max()) >= domain_size:
-            i = int(np.argmax(constraint >= domain_size))
-            raise ValueError(
-                f"coefficient {i}: constraint {int(constraint[i])} >= domain size {domain_size}"
-            )
-        if int(signal.max()) >= witness.shape[0]:
-            i = int(np.argmax(signal >= witness.shape[0]))
-            raise ValueError(
-                f"coefficient {i}: signal {int(signal[i])} >= witness length {witness.shape[0]}"
-            )
+    check_abc_indices(matrix, constraint, signal, values.shape[0], witness.shape[0], domain_size)
     bad = int(ext.first_unreduced(values))
     if bad >= 0:
         raise ValueError(f"coefficient {bad}: value is not reduced modulo r")

@@ -31,6 +31,17 @@ static inline unsigned char subb_(unsigned char b, u64 x, u64 y, u64 *out) {
 #define SUBB(b, x, y, out) subb_((b), (x), (y), (u64 *)(out))
 #define ADDC(c, x, y, out) addc_((c), (x), (y), (u64 *)(out))
 #endif
+/* Whether the CPU running this has BMI2 and ADX, what the fast path's mulx/adcx/adox need
+ * (asked at run time: the extension is built once and may run on another CPU). */
+static inline int cpu_has_fast(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("adx");
+#else
+    return 0;
+#endif
+}
+
 #define MUL64(hi, lo, x, y)                 \
     do {                                    \
         u128 z__ = (u128)(x) * (y);         \

@@ -133,15 +133,6 @@ static void signed_digits(const u64 *scalars, const uint32_t *rows, size_t m, in
 #define HAVE_FAST_PATH 0
 #endif
 
-static int cpu_has_fast(void) {
-#if HAVE_FAST_PATH
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("adx");
-#else
-    return 0;
-#endif
-}
-
 typedef int (*msm_fn)(const unsigned char *, const u64 *, size_t, int, u64 *);
 
 /* The scalars as 8-byte-aligned words: the caller's buffer when it is aligned, else a copy

@@ -77,15 +77,6 @@ struct h_ctx {
 #define HAVE_FAST_PATH 0
 #endif
 
-static int cpu_has_fast(void) {
-#if HAVE_FAST_PATH
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("adx");
-#else
-    return 0;
-#endif
-}
-
 /* The threads of one call wait at a gate until all of them exist, so that when one cannot be
  * started the others leave without entering the kernels' barriers (which would never open). */
 struct gate {
