@@ -20,6 +20,16 @@ def cpu_count() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+MIN_PARALLEL_ROWS = 1 << 12  # below this many rows, threads cost more than they save
+
+
+def threads_for_rows(threads: int | None, rows: int) -> int:
+    """Threads for a row-split kernel over ``rows`` rows: ``threads`` (None: every core), but
+    at least MIN_PARALLEL_ROWS rows each, and one below that."""
+    t = cpu_count() if threads is None else max(1, int(threads))
+    return max(1, min(t, rows // MIN_PARALLEL_ROWS))
+
+
 def _get_pool() -> ThreadPoolExecutor:
     global _pool
     with _lock:

@@ -11,15 +11,13 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from kernels._threads import cpu_count, run_parallel
+from kernels._threads import run_parallel, threads_for_rows
 from kernels.abc_checks import check_abc_indices
 from kernels.field import FR, fr_from_mont
 from kernels.fr64 import fr_add64 as fr_add
 from kernels.fr64 import fr_mont_mul64 as fr_mont_mul
 from kernels.fr64 import fr_sub64 as fr_sub
 from kernels.ntt import odd_coset_evaluations
-
-_MIN_PARALLEL_ROWS = 1 << 12
 
 
 @numba.njit(nogil=True, cache=True)
@@ -53,11 +51,6 @@ def _join_rows(out, a, b, c, lo, hi):
         fr_mont_mul(t, a[i], b[i])
         fr_sub(u, t, c[i])
         fr_from_mont(out[i], u)
-
-
-def _threads(threads: int | None, n: int) -> int:
-    t = cpu_count() if threads is None else max(1, int(threads))
-    return max(1, min(t, n // _MIN_PARALLEL_ROWS)) if n >= _MIN_PARALLEL_ROWS else 1
 
 
 def _split(fn, args: tuple, n: int, t: int) -> None:
@@ -97,7 +90,7 @@ def build_abc(
     b = np.zeros((domain_size, 8), np.uint32)
     c = np.empty((domain_size, 8), np.uint32)
     _split(_abc_rows, (a, b, c, matrix, constraint, signal, values, witness),
-           domain_size, _threads(threads, domain_size))
+           domain_size, threads_for_rows(threads, domain_size))
     return a, b, c
 
 
@@ -115,5 +108,5 @@ def h_evaluations(a: np.ndarray, b: np.ndarray, c: np.ndarray, log_n: int,
     b_odd = odd_coset_evaluations(b, threads)
     c_odd = odd_coset_evaluations(c, threads)
     out = a_odd                       # each row is read before it is written
-    _split(_join_rows, (out, a_odd, b_odd, c_odd), n, _threads(threads, n))
+    _split(_join_rows, (out, a_odd, b_odd, c_odd), n, threads_for_rows(threads, n))
     return out

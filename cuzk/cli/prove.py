@@ -83,24 +83,20 @@ def _prover_config(args: argparse.Namespace) -> ProverConfig:
 
 
 def _backend(name: str):
-    """The compute backend, refused at once when CUDA is asked for and not there."""
+    """The compute backend, refused at once when CUDA is asked for and not there. For ``auto``
+    without CuPy the CUDA backend (which imports numba) is not even imported."""
     from cuzk.prover.backend import cupy_installed
 
-    if name == "cpu" or (name == "auto" and not cupy_installed()):
-        from cuzk.prover.cpu_backend import CpuBackend
+    if name == "cuda" or (name == "auto" and cupy_installed()):
+        from cuzk.prover.cuda_backend import CudaBackend, cuda_device_count
 
-        return CpuBackend()
-    from cuzk.prover.cuda_backend import cuda_device_count
-
-    if name == "auto" and cuda_device_count() == 0:
-        from cuzk.prover.cpu_backend import CpuBackend
-
-        return CpuBackend()
-    if cuda_device_count() == 0:
+        if cuda_device_count() > 0:
+            return CudaBackend(0)
+    if name == "cuda":
         raise UsageError("--backend cuda: no usable CUDA device")
-    from cuzk.prover.cuda_backend import CudaBackend
+    from cuzk.prover.cpu_backend import CpuBackend
 
-    return CudaBackend(0)
+    return CpuBackend()
 
 
 def run(args: argparse.Namespace) -> int:

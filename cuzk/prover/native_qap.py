@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from cuzk.prover import native_msm
-from kernels._threads import cpu_count
+from kernels._threads import MIN_PARALLEL_ROWS, cpu_count, threads_for_rows
 from kernels.abc_checks import check_abc_indices
 from kernels.curves import BLS12_381
 
@@ -28,7 +28,6 @@ except ImportError:  # built at install; absent only where no C compiler was fou
 
 _R = BLS12_381.r
 _MONT = (1 << 256) % _R
-_MIN_PARALLEL_ROWS = 1 << 12  # below this, threads cost more than they save (as kernels/qap.py)
 _MAX_THREADS = 64
 
 
@@ -95,8 +94,7 @@ def build_abc(
     a = np.zeros((domain_size, 8), np.uint32)
     b = np.zeros((domain_size, 8), np.uint32)
     c = np.empty((domain_size, 8), np.uint32)
-    t = _threads(threads)
-    t = max(1, min(t, domain_size // _MIN_PARALLEL_ROWS))
+    t = min(_MAX_THREADS, threads_for_rows(threads, domain_size))
     ext.build_abc(matrix, constraint, signal, values, witness, a, b, c, t, _fast())
     return a, b, c
 
@@ -105,7 +103,7 @@ def h_plan(log_n: int, threads: int) -> tuple[int, int]:
     """(groups, threads per group) for H's three NTT chains: three groups (a, b, c each on its own
     threads) from three threads up, else one group whose threads split every transform by
     butterflies; one thread below 2^12 rows. Threads per group are a power of two."""
-    if log_n < 12 or threads < 2:
+    if (1 << log_n) < MIN_PARALLEL_ROWS or threads < 2:
         return 1, 1
     groups = 3 if threads >= 3 else 1
     tp = 1
