@@ -80,6 +80,14 @@ class CpuRuntime:
     def host(self, a: Any) -> np.ndarray:
         return np.asarray(a)
 
+    def cxx_variants(self) -> list[str]:
+        return ["portable"]                  # the host twin runs the portable multiply
+
+    def cxx_kernels(self, variant: str) -> Any:
+        from kernels.gpu.cxx_kernels import host_kernels
+
+        return host_kernels()
+
     @contextmanager
     def step(self) -> Iterator[dict[str, int]]:
         yield {}
@@ -131,6 +139,17 @@ class CudaRuntime:
                 events.append(cp.cuda.get_elapsed_time(start, end))
         return out, {"event_ms": round(statistics.median(events), 4),
                      "wall_ms": round(statistics.median(walls), 4)}
+
+    def cxx_variants(self) -> list[str]:
+        from kernels.gpu.aot import configured_bundle
+
+        bundle = configured_bundle()
+        return list(bundle.manifest["cxx"]["variants"]) if bundle else ["ptx"]
+
+    def cxx_kernels(self, variant: str) -> Any:
+        from kernels.gpu.cxx_kernels import device_kernels
+
+        return device_kernels(self.cp, self.stream, variant)
 
     def host(self, a: Any) -> np.ndarray:
         with self.stream:
@@ -223,47 +242,147 @@ def section_ntt(rt: Any, sizes: list[int], repeats: int) -> dict[str, Any]:
     return res
 
 
-def section_msm(rt: Any, sizes: list[int], repeats: int, period: int = PERIOD) -> dict[str, Any]:
-    from py_arkworks_bls12381 import G1Point, Scalar
+def host_g2_points(period: int) -> tuple[np.ndarray, np.ndarray]:
+    """(object array of G2Points (i+1)G2, (period, 48) uint32 Montgomery rows)."""
+    from py_arkworks_bls12381 import G2Point
+
+    from cuzk.curves import BLS12_381
+    from cuzk.prover.points import g2_to_mont_array
+
+    g = G2Point()
+    pts = np.empty(period, dtype=object)
+    acc = g
+    for i in range(period):
+        pts[i] = acc
+        acc = acc + g
+    return pts, g2_to_mont_array(BLS12_381, list(pts)).reshape(period, 48)
+
+
+class StepTimer:
+    """CUDA events at each step of a C++ MSM (``CxxMsm.on_step``): milliseconds per step."""
+
+    def __init__(self, rt: Any) -> None:
+        self.rt = rt
+        self.marks: list[tuple[str, Any]] = []
+
+    def __call__(self, name: str) -> None:
+        if getattr(self.rt, "cp", None) is None:
+            self.marks.append((name, time.perf_counter()))
+            return
+        ev = self.rt.cp.cuda.Event()
+        ev.record(self.rt.stream)
+        self.marks.append((name, ev))
+
+    def millis(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for (_, a), (name, b) in zip(self.marks, self.marks[1:], strict=False):
+            if isinstance(a, float):
+                ms = (b - a) * 1e3
+            else:
+                b.synchronize()
+                ms = self.rt.cp.cuda.get_elapsed_time(a, b)
+            out[name] = round(out.get(name, 0.0) + ms, 4)
+        return out
+
+
+def _msm_inputs(rows: np.ndarray, sc_period: np.ndarray, m: int,
+                xp: Any) -> tuple[Any, Any, int]:
+    """m points and scalars on the runtime: the first p = min(m, period) repeated m / p times."""
+    p = min(m, rows.shape[0])
+    reps = m // p
+    return (xp.asarray(np.tile(rows[:p], (reps, 1))), xp.asarray(np.tile(sc_period[:p], (reps, 1))),
+            p)
+
+
+def section_msm(rt: Any, sizes: list[int], repeats: int, period: int = PERIOD,
+                g2_max_log: int = 20, g2_period: int = 1 << 12) -> dict[str, Any]:
+    """G1: the C++ kernels (each field variant) and the numba kernels side by side, per size;
+    G2: the C++ kernels (ptx variant, or the host twin on the CPU runtime) up to 2^g2_max_log."""
+    from py_arkworks_bls12381 import G1Point, G2Point, Scalar
 
     from cuzk.prover.msm import msm as cpu_msm
-    from kernels.gpu.msm import MsmEngine, choose_window, combine_windows, device_bytes_estimate
+    from kernels.gpu import cxx_msm
+    from kernels.gpu.msm import MsmEngine, choose_window
+    from kernels.gpu.msm import combine_windows as numba_combine
 
     period = min(period, 1 << max(sizes))
     t0 = time.perf_counter()
     pts, rows = host_points(period)
-    print(f"MSM: {period} host points in {time.perf_counter() - t0:.1f}s", flush=True)
+    g2_period = min(g2_period, 1 << max(sizes))
+    g2_pts, g2_rows = host_g2_points(g2_period)
+    print(f"MSM: {period} G1 and {g2_period} G2 host points in "
+          f"{time.perf_counter() - t0:.1f}s", flush=True)
     rng = np.random.default_rng(7)
     sc_period = rng.integers(0, 1 << 32, size=(period, 8), dtype=np.uint64).astype(np.uint32)
     sc_period[:, 7] &= 0x3FFFFFFF
-    ref_cache: dict[int, Any] = {}
-    eng = MsmEngine(rt.ex)
+    refs: dict[tuple[str, int], Any] = {}
+
+    def reference(group: str, p: int) -> Any:
+        if (group, p) not in refs:
+            src, ident = (pts, G1Point.identity()) if group == "g1" else (g2_pts,
+                                                                          G2Point.identity())
+            refs[(group, p)] = cpu_msm(src[:p], sc_period[:p], ident)
+        return refs[(group, p)]
+
+    numba = MsmEngine(rt.ex)
+    variants = rt.cxx_variants()
     xp = rt.xp
     res: dict[str, Any] = {}
     with rt.active():
         for log_m in sizes:
             m = 1 << log_m
-            p = min(m, period)
-            reps = m // p
-            d_pts = xp.asarray(np.tile(rows[:p], (reps, 1)))
-            d_sc = xp.asarray(np.tile(sc_period[:p], (reps, 1)))
-            with rt.step() as mem:
-                sums, c = eng.window_sums(d_pts, d_sc)
-            (sums, c), t = rt.timed(lambda d_pts=d_pts, d_sc=d_sc: eng.window_sums(d_pts, d_sc),
-                                    repeats)
-            got = combine_windows(rt.host(sums), c)
-            if p not in ref_cache:
-                ref_cache[p] = cpu_msm(pts[:p], sc_period[:p], G1Point.identity())
-            want = ref_cache[p] * Scalar(reps)
-            match = bool(got == want)
-            entry: dict[str, Any] = {**t, "match": match, "window": choose_window(m),
-                                     "distinct_points": p}
-            if "peak_bytes" in mem:
-                entry["memory"] = memory_entry(device_bytes_estimate(m), mem["peak_bytes"])
-            res[f"2^{log_m}"] = entry
-            print(f"MSM 2^{log_m}: {_ms(t)} (c={choose_window(m)}, match={match})", flush=True)
-            del d_pts, d_sc, sums
+            d_pts, d_sc, p = _msm_inputs(rows, sc_period, m, xp)
+            want = reference("g1", p) * Scalar(m // p)
+            entry: dict[str, Any] = {"window": choose_window(m), "distinct_points": p}
+            for variant in variants:
+                eng = cxx_msm.CxxMsm(rt.cxx_kernels(variant))
+                with rt.step() as mem:
+                    eng.window_sums(cxx_msm.G1, d_pts, d_sc)
+                (sums, c), t = rt.timed(
+                    lambda eng=eng, d_pts=d_pts, d_sc=d_sc: eng.window_sums(cxx_msm.G1, d_pts,
+                                                                            d_sc), repeats)
+                got = cxx_msm.combine_windows(cxx_msm.G1, rt.host(sums), c)
+                v: dict[str, Any] = {**t, "match": bool(got == want)}
+                if "peak_bytes" in mem:
+                    v["memory"] = memory_entry(cxx_msm.device_bytes_estimate(m),
+                                               mem["peak_bytes"])
+                timer = StepTimer(rt)
+                eng.on_step = timer
+                with rt.step():
+                    eng.window_sums(cxx_msm.G1, d_pts, d_sc)
+                v["steps_ms"] = timer.millis()
+                entry[f"cxx_{variant}"] = v
+                print(f"MSM G1 2^{log_m} C++ {variant}: {_ms(t)} (match={v['match']}) "
+                      f"steps {v['steps_ms']}", flush=True)
+                del sums
+            (nsums, nc), t = rt.timed(lambda d_pts=d_pts, d_sc=d_sc: numba.window_sums(d_pts,
+                                                                                      d_sc),
+                                      repeats)
+            entry["numba"] = {**t, "match": bool(numba_combine(rt.host(nsums), nc) == want)}
+            print(f"MSM G1 2^{log_m} numba: {_ms(t)} (match={entry['numba']['match']})",
+                  flush=True)
+            del d_pts, d_sc, nsums
             rt.release()
+            if log_m <= g2_max_log:
+                g_pts, g_sc, p2 = _msm_inputs(g2_rows, sc_period, m, xp)
+                eng = cxx_msm.CxxMsm(rt.cxx_kernels(variants[0]))
+                with rt.step() as mem:
+                    eng.window_sums(cxx_msm.G2, g_pts, g_sc)
+                (sums, c), t = rt.timed(
+                    lambda eng=eng, g_pts=g_pts, g_sc=g_sc: eng.window_sums(cxx_msm.G2, g_pts,
+                                                                            g_sc), repeats)
+                got = cxx_msm.combine_windows(cxx_msm.G2, rt.host(sums), c)
+                g2: dict[str, Any] = {**t, "variant": variants[0],
+                                      "match": bool(got == reference("g2", p2) * Scalar(m // p2))}
+                if "peak_bytes" in mem:
+                    g2["memory"] = memory_entry(cxx_msm.device_bytes_estimate(m, cxx_msm.G2),
+                                                mem["peak_bytes"])
+                entry["g2"] = g2
+                print(f"MSM G2 2^{log_m} C++ {variants[0]}: {_ms(t)} (match={g2['match']})",
+                      flush=True)
+                del g_pts, g_sc, sums
+                rt.release()
+            res[f"2^{log_m}"] = entry
     return res
 
 
@@ -360,8 +479,11 @@ def section_proofs(rt: Any, backend: Any, kinds: list[str] | None,
                 dev_s = time.perf_counter() - t0
             t0 = time.perf_counter()
             g_cpu = gpu_phase(key, synth, cpu)
+            if g_cpu.b2 is None:                                # B2 as the CPU backend runs it
+                g_cpu.b2 = key.msm_b2(synth.witness, threads=os.cpu_count() or 1)
             cpu_s = time.perf_counter() - t0
-            same = all(getattr(g_dev, f) == getattr(g_cpu, f) for f in ("a", "b1", "c", "h"))
+            same = all(getattr(g_dev, f) == getattr(g_cpu, f)
+                       for f in ("a", "b1", "c", "h", "b2"))
             t0 = time.perf_counter()
             verified = True
             try:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Build the ahead-of-time GPU kernel bundle on this machine (no GPU needed).
 
-    python scripts/build_gpu_kernels.py [--jobs 2] [--check-budget] [OUT]
+    python scripts/build_gpu_kernels.py [--jobs 2] [--check-budget] [--cxx-variants V,..] [OUT]
 
 (OUT defaults to build/gpu-kernels.)
 
@@ -11,6 +11,11 @@ every file and of the kernel sources, and ptxas's registers, stack and spills pe
 ``ptxas -v`` report of each kernel is kept beside it). benchmarks/gpu_check.sh carries OUT to the
 GPU host and loads it there with CUZK_GPU_KERNELS=OUT (kernels/gpu/aot.py). Kernels compile in
 ``--jobs`` processes; the MSM kernels take most of the time, so they start first.
+
+The C++ kernels (kernels/gpu/cuda/msm.cu: the G1 and G2 MSM) are compiled by nvcc into
+OUT/cxx/msm_<variant>.cubin, one per field-multiply variant (``ptx`` carry chains, ``portable``
+64-bit products), with their ``ptxas -v`` reports; the manifest's ``cxx`` entry holds their
+SHA-256, the C++ sources' hash and per-kernel resources.
 """
 
 from __future__ import annotations
@@ -21,15 +26,16 @@ import multiprocessing
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kernels.gpu import aot, ptx  # noqa: E402
+from kernels.gpu import aot, cxx_kernels, ptx  # noqa: E402
 
 # Slowest first, so two processes finish together.
 ORDER = ["msm_window_segment", "msm_sum", "msm_accumulate"]
@@ -56,7 +62,55 @@ def _toolchain() -> dict[str, str]:
             "ptxas": ptx.ptxas_version(), "python": platform.python_version()}
 
 
-def build(out: Path, jobs: int, names: list[str] | None = None) -> dict:
+def find_nvcc() -> str:
+    """nvcc on PATH, else the one the ``ptx`` extra installs beside ptxas."""
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    ptxas = ptx.find_ptxas()
+    if ptxas and (Path(ptxas).parent / "nvcc").is_file():
+        return str(Path(ptxas).parent / "nvcc")
+    raise SystemExit("nvcc not found (pip install the 'ptx' extra: cuda-toolkit[nvcc])")
+
+
+def _compile_cxx(tmp: Path, variant: str) -> tuple[str, dict]:
+    cubin = cxx_kernels.bundle_cubin(tmp, variant)
+    cubin.parent.mkdir(exist_ok=True)
+    cmd = cxx_kernels.nvcc_command(variant, cubin, find_nvcc())
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    secs = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"nvcc failed for the {variant} C++ kernels:\n{proc.stderr}")
+    report = proc.stderr + proc.stdout
+    (cubin.parent / f"msm_{variant}.ptxas.txt").write_text(report)
+    data = cubin.read_bytes()
+    return variant, {
+        "cubin": str(cubin.relative_to(tmp)), "cubin_sha256": aot.sha256_bytes(data),
+        "nvcc_seconds": round(secs, 1),
+        "resources": {k: ptx.resource_report(report, k) for k in cxx_kernels.KERNELS},
+    }
+
+
+def build_cxx(tmp: Path, variants: list[str], jobs: int) -> dict:
+    """Compile the C++ kernels' cubins into ``tmp/cxx`` (one nvcc per variant, in parallel)."""
+    sources = cxx_kernels.source_hash()
+    with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(variants)))) as pool:
+        built = dict(pool.map(lambda v: _compile_cxx(tmp, v), variants))
+    for variant, entry in built.items():
+        for name, res in entry["resources"].items():
+            print(f"cxx/{variant:8s} {name:18s} {res['registers']:4d} regs "
+                  f"{res['stack_bytes']:5d} B stack {res['spill_stores']:4d}/"
+                  f"{res['spill_loads']:<4d} B spill st/ld", flush=True)
+        print(f"cxx/{variant}: nvcc {entry['nvcc_seconds']}s", flush=True)
+    if cxx_kernels.source_hash() != sources:
+        raise SystemExit("C++ kernel sources changed during the build; run it again")
+    return {"source_sha256": sources, "arch": cxx_kernels.ARCH,
+            "flags": list(cxx_kernels.NVCC_FLAGS), "variants": built}
+
+
+def build(out: Path, jobs: int, names: list[str] | None = None,
+          cxx_variants: list[str] | None = None) -> dict:
     sources = aot.source_hash()               # before compiling: what the kernels are built from
     specs = ptx.kernel_specs()
     wanted = [s.name for s in specs if names is None or s.name in names]
@@ -99,11 +153,13 @@ def build(out: Path, jobs: int, names: list[str] | None = None) -> dict:
                   f"NVVM {secs:5.1f}s ptxas {ptxas_s:4.1f}s", flush=True)
     if aot.source_hash() != sources:
         raise SystemExit("kernel sources changed during the build; run it again")
+    cxx = build_cxx(tmp, list(cxx_variants if cxx_variants is not None
+                              else cxx_kernels.VARIANTS), jobs)
     manifest = {"format": aot.FORMAT, "arch": ptx.ARCH, "source_sha256": sources,
                 "sources": list(aot.SOURCES), "toolchain": _toolchain(),
                 "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "build_seconds": round(time.perf_counter() - t_all, 1),
-                "kernels": dict(sorted(kernels.items()))}
+                "kernels": dict(sorted(kernels.items())), "cxx": cxx}
     (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
@@ -124,11 +180,19 @@ def main() -> int:
     ap.add_argument("--kernels", default="", help="comma-separated subset (default: all)")
     ap.add_argument("--check-budget", action="store_true",
                     help="exit 1 when a kernel spills or exceeds its stack budget")
+    ap.add_argument("--cxx-variants", default=",".join(cxx_kernels.VARIANTS),
+                    help="C++ field-multiply variants to compile (default: all)")
     args = ap.parse_args()
     names = [n for n in args.kernels.split(",") if n] or None
-    manifest = build(Path(args.out), args.jobs, names)
+    variants = [v for v in args.cxx_variants.split(",") if v]
+    for v in variants:
+        cxx_kernels.variant_defines(v)
+    manifest = build(Path(args.out), args.jobs, names, variants)
     problems = [p for n, k in manifest["kernels"].items()
                 for p in ptx.budget_problems(n, k["resources"])]
+    problems += [p for v, e in manifest["cxx"]["variants"].items()
+                 for n, res in e["resources"].items()
+                 for p in ptx.budget_problems(f"cxx/{n}", res)]
     print(f"wrote {args.out} ({len(manifest['kernels'])} kernels, "
           f"{manifest['build_seconds']}s, sources {manifest['source_sha256'][:12]})")
     for p in problems:

@@ -43,7 +43,7 @@ from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from py_arkworks_bls12381 import G1Point
+from py_arkworks_bls12381 import G1Point, G2Point
 
 from cuzk.errors import CuzkError
 from kernels.gpu.ntt import NttEngine
@@ -53,12 +53,14 @@ if TYPE_CHECKING:
     from cuzk.prover.keys import ProvingKey
 
 G1_SECTIONS = ("A", "B1", "C", "H")
+G2_SECTIONS = ("B2",)
+SECTIONS = G1_SECTIONS + G2_SECTIONS
 _FR_BYTES = 32
 # Pinned staging per lane: two buffers of this size, whatever the partition size. Uploads go
 # through them chunk by chunk (the host fills one while the other is copied), so a lane's pinned
 # host memory is a small constant (2 x 16 MiB), not two copies of its largest array.
 STAGING_CHUNK_BYTES = 16 << 20
-_ROW_BYTES = 96          # an affine G1 point as 24 uint32 words
+_ROW_BYTES = {"A": 96, "B1": 96, "C": 96, "H": 96, "B2": 192}  # affine rows: 24 / 48 words
 _INDEX_BYTES = 8         # an int64 index of a kept row
 
 
@@ -90,12 +92,13 @@ def h_device_bytes(n: int, twiddles: bool = True) -> int:
 
 
 def key_device_bytes(domain_size: int, rows: dict[str, int], kept: dict[str, int]) -> int:
-    """Device bytes a resident key takes, from its sizes alone (nothing uploaded): per G1
-    section the points not at infinity (``kept``) as affine rows, the int64 indices of the kept
-    rows when some were dropped, plus the NTT tables of its domain."""
+    """Device bytes a resident key takes, from its sizes alone (nothing uploaded): per section
+    (the G1 ones and B2, those in ``rows``) the points not at infinity (``kept``) as affine
+    rows, the int64 indices of the kept rows when some were dropped, plus the NTT tables of its
+    domain."""
     total = ntt_table_bytes(domain_size)
-    for sec in G1_SECTIONS:
-        total += kept[sec] * _ROW_BYTES
+    for sec in rows:
+        total += kept[sec] * _ROW_BYTES[sec]
         if kept[sec] != rows[sec]:
             total += kept[sec] * _INDEX_BYTES
     return total
@@ -193,6 +196,14 @@ def _is_oom(exc: BaseException) -> bool:
         or "cudaErrorMemoryAllocation" in text
         or "out of memory" in text.lower()
     )
+
+
+def _make_msm(cupy: Any, stream: Any) -> Any:
+    """The MSM driver on ``stream``: the C++ kernels (a seam: CPU tests use the host twin)."""
+    from kernels.gpu.cxx_kernels import device_kernels
+    from kernels.gpu.cxx_msm import CxxMsm
+
+    return CxxMsm(device_kernels(cupy, stream))
 
 
 def _make_executor(cupy: Any, stream: Any) -> Any:
@@ -296,8 +307,6 @@ class CudaLane:
     name = "cuda"
 
     def __init__(self, backend: CudaBackend, index: int) -> None:
-        from kernels.gpu.msm import MsmEngine
-
         self.backend = backend
         self.device = backend.device
         self.index = index
@@ -308,7 +317,7 @@ class CudaLane:
             self._copy = self._cp.cuda.Stream(non_blocking=True)
             ex = _make_executor(self._cp, self._compute)
             self._ntt = _SharedTableNtt(ex, backend._tables)
-            self._msm = MsmEngine(ex)
+            self._msm = _make_msm(self._cp, self._compute)
         self._pinned: list[np.ndarray] = []
         self._pinned_free: list[Any] = [None, None]   # per buffer: its last copy's event
         self._next_buf = 0
@@ -422,6 +431,8 @@ class CudaLane:
         one lane's warm-up serves every lane. Safe to call more than once."""
         import time
 
+        from cuzk.curves import BLS12_381
+        from cuzk.prover.points import g2_to_mont_array
         from kernels.field import FR, ints_to_array
         from kernels.gpu.g1 import g1_to_affine_mont
 
@@ -429,12 +440,14 @@ class CudaLane:
         n = 4
         a = FR.to_mont(FR.from_ints(range(1, n + 1)))
         self.h_evaluations(None, a, a, a)  # type: ignore[arg-type]
-        m = 130  # > 2 accumulation chunks in one bucket, so the reduction kernel compiles too
-        rows = np.tile(g1_to_affine_mont([G1Point()]).reshape(1, 24), (m, 1))
+        from kernels.gpu.cxx_msm import G1, G2
+
+        m = 130  # > 2 accumulation chunks in one bucket, so the reduction kernel runs too
+        g2 = g2_to_mont_array(BLS12_381, [G2Point()]).reshape(1, 48)
         with self._guard("warm-up"):
-            pts = self._cp.asarray(rows)
             sc = self._cp.asarray(ints_to_array([1] * m, 8))
-            self._msm.msm(pts, sc)
+            for curve, row in ((G1, g1_to_affine_mont([G1Point()]).reshape(1, 24)), (G2, g2)):
+                self._msm.msm(curve, self._cp.asarray(np.tile(row, (m, 1))), sc)
             self._compute.synchronize()
         return time.perf_counter() - t0
 
@@ -474,14 +487,17 @@ class CudaLane:
         self._compute.synchronize()
         return np.asarray(host)
 
-    def _msm_resident(self, resident: _ResidentKey, section: str, scalars: Any) -> G1Point:
+    def _msm_resident(self, resident: _ResidentKey, section: str, scalars: Any) -> Any:
         """MSM of a resident section with device scalars indexed like the full section."""
+        from kernels.gpu.cxx_msm import G1, G2
+
+        curve = G2 if section in G2_SECTIONS else G1
         points = resident.sections[section]
         if int(points.shape[0]) == 0:
-            return G1Point.identity()
+            return curve.identity()
         idx = resident.present[section]
         sc = scalars if idx is None else scalars[idx]
-        result = self._msm.msm(points, sc)
+        result = self._msm.msm(curve, points, sc)
         self._compute.synchronize()
         return result
 
@@ -514,10 +530,10 @@ class CudaLane:
 
     def device_gpu_phase(
         self, key: ProvingKey, a: np.ndarray, b: np.ndarray, c: np.ndarray, witness: np.ndarray
-    ) -> tuple[G1Point, G1Point, G1Point, G1Point]:
+    ) -> tuple[G1Point, G1Point, G1Point, G1Point, G2Point]:
         """The whole GPU phase with its data on the device: a, b, c and the witness are uploaded
-        once each, H and the MSM scalars never leave the device, and only the four G1 sums
-        (A, B1, C, H) come back. Scalars of points at infinity are never gathered.
+        once each, H and the MSM scalars never leave the device, and only the five sums (A, B1,
+        C, H in G1 and B2 in G2) come back. Scalars of points at infinity are never gathered.
 
         Runs on this lane without the device lock; the resident key is referenced until the
         phase's last kernel has finished (the engine also pins the key for the whole phase).
@@ -528,7 +544,7 @@ class CudaLane:
             raise ValueError(f"witness: expected ({v}, 8) uint32, got {witness.shape}")
         n_pub = key.sizes.n_public
         resident = self.backend._resident(key)
-        for sec, rows in (("A", v), ("B1", v), ("C", v - n_pub - 1), ("H", n)):
+        for sec, rows in (("A", v), ("B1", v), ("C", v - n_pub - 1), ("H", n), ("B2", v)):
             if resident.rows[sec] != rows:
                 raise ValueError(f"section {sec} has {resident.rows[sec]} points, "
                                  f"expected {rows}")
@@ -536,17 +552,19 @@ class CudaLane:
             return self._phase(resident, n_pub, a, b, c, witness)
 
     def _phase(self, resident: _ResidentKey, n_pub: int, a: np.ndarray, b: np.ndarray,
-               c: np.ndarray, witness: np.ndarray) -> tuple[G1Point, G1Point, G1Point, G1Point]:
+               c: np.ndarray, witness: np.ndarray
+               ) -> tuple[G1Point, G1Point, G1Point, G1Point, G2Point]:
         """The phase's device arrays live in this frame only, so a failure frees them."""
         with self._step("H"):
             h_dev = self._h_device(a, b, c)
         w_dev, ev = self._upload_rows(witness)
         self._compute.wait_event(ev)
         out = []
-        for sec, sc in (("A", w_dev), ("B1", w_dev), ("C", w_dev[n_pub + 1:]), ("H", h_dev)):
+        for sec, sc in (("A", w_dev), ("B1", w_dev), ("C", w_dev[n_pub + 1:]), ("H", h_dev),
+                        ("B2", w_dev)):
             with self._step(f"MSM {sec}"):
                 out.append(self._msm_resident(resident, sec, sc))
-        return out[0], out[1], out[2], out[3]
+        return out[0], out[1], out[2], out[3], out[4]
 
 
 class CudaBackend:
@@ -632,7 +650,7 @@ class CudaBackend:
 
     def device_gpu_phase(
         self, key: ProvingKey, a: np.ndarray, b: np.ndarray, c: np.ndarray, witness: np.ndarray
-    ) -> tuple[G1Point, G1Point, G1Point, G1Point]:
+    ) -> tuple[G1Point, G1Point, G1Point, G1Point, G2Point]:
         return self.default_lane.device_gpu_phase(key, a, b, c, witness)
 
     # -- keys ---------------------------------------------------------------------------------
@@ -654,8 +672,6 @@ class CudaBackend:
         Under the device lock, on the device's key stream (lanes keep running). The backend
         keeps a reference to ``key`` until ``drop_key``: evict through drop_key.
         """
-        from kernels.gpu.msm import points_rows
-
         what = f"upload of proving key {getattr(key, 'path', '')}"
         with self._lock, self._device():
             resident = self._keys.get(id(key))
@@ -663,7 +679,7 @@ class CudaBackend:
                 return resident.nbytes
             try:
                 with self._key_stream:
-                    resident = self._upload(key, points_rows)
+                    resident = self._upload(key)
             except BaseException as exc:
                 _drop_failed_frames(exc)
                 if isinstance(exc, CuzkError) or not _is_oom(exc):
@@ -678,12 +694,12 @@ class CudaBackend:
             self._keys[id(key)] = resident
             return resident.nbytes
 
-    def _upload(self, key: ProvingKey, points_rows: Callable[[Any], np.ndarray]) -> _ResidentKey:
+    def _upload(self, key: ProvingKey) -> _ResidentKey:
         sections: dict[str, Any] = {}
         present: dict[str, Any] = {}
         nrows: dict[str, int] = {}
-        for sec in G1_SECTIONS:
-            rows = points_rows(key.g1_section_array(sec))
+        for sec in SECTIONS:
+            rows = points_rows(_section_array(key, sec))
             nrows[sec] = int(rows.shape[0])
             keep = rows.any(axis=1)              # all-zero rows are points at infinity
             if keep.all():
@@ -723,8 +739,8 @@ class CudaBackend:
             resident = self._keys.get(id(key))
         if resident is not None:
             return resident.nbytes
-        rows = {s: int(key.g1_section_array(s).shape[0]) for s in G1_SECTIONS}
-        kept = {s: self._present_count(key, s) for s in G1_SECTIONS}
+        rows = {s: int(_section_array(key, s).shape[0]) for s in SECTIONS}
+        kept = {s: self._present_count(key, s) for s in SECTIONS}
         return key_device_bytes(int(key.sizes.domain_size), rows, kept)
 
     def working_bytes(self, key: ProvingKey) -> int:
@@ -736,18 +752,18 @@ class CudaBackend:
         steps = self.step_estimates(key)
         n, v = key.sizes.domain_size, _witness_rows(key)
         held = (n + v) * _FR_BYTES
-        return max(steps["H"], held + max(steps[f"MSM {s}"] for s in G1_SECTIONS))
+        return max(steps["H"], held + max(steps[f"MSM {s}"] for s in SECTIONS))
 
     def step_estimates(self, key: ProvingKey) -> dict[str, int]:
         """Device bytes each step of :meth:`CudaLane.device_gpu_phase` needs beyond what is in
         use when it starts: "H", and "MSM <section>" over the section's points not at infinity.
         The domain's NTT tables are resident with the key, so H does not count them."""
-        from kernels.gpu.msm import device_bytes_estimate
+        from kernels.gpu.cxx_msm import G1, G2, device_bytes_estimate
 
         out = {"H": h_device_bytes(key.sizes.domain_size, twiddles=False)}
-        for sec in G1_SECTIONS:
+        for sec in SECTIONS:
             m = max(1, self._present_count(key, sec))
-            out[f"MSM {sec}"] = device_bytes_estimate(m)
+            out[f"MSM {sec}"] = device_bytes_estimate(m, G2 if sec in G2_SECTIONS else G1)
         return out
 
     def _present_count(self, key: ProvingKey, section: str) -> int:
@@ -755,7 +771,20 @@ class CudaBackend:
             resident = self._keys.get(id(key))
         if resident is not None:
             return int(resident.sections[section].shape[0])
-        return present_rows(key.g1_section_array(section))
+        return present_rows(_section_array(key, section))
+
+
+def points_rows(section: np.ndarray) -> np.ndarray:
+    """A zkey point section -> contiguous (n, words) uint32 rows (24 words for G1, 48 for G2)."""
+    arr = np.ascontiguousarray(section, dtype=np.uint32)
+    return arr.reshape(arr.shape[0], -1)
+
+
+def _section_array(key: Any, section: str) -> np.ndarray:
+    """The raw Montgomery rows of a key section: (n, 2, 12) for G1, (n, 2, 2, 12) for B2."""
+    if section in G2_SECTIONS:
+        return key.g2_section_array(section)
+    return key.g1_section_array(section)
 
 
 def _check_abc(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> int:

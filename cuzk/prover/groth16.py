@@ -22,6 +22,7 @@ from cuzk.errors import FormatError, ProofError, WitnessError
 from cuzk.prover import qap
 from cuzk.prover.backend import ComputeBackend
 from cuzk.prover.cpu_backend import CpuBackend
+from cuzk.prover.cpu_schedule import cores
 from cuzk.prover.points import g1_to_json, g2_to_json, scalar
 from cuzk.prover.verify import verify
 
@@ -52,8 +53,9 @@ class Synthesis:
 
 @dataclass
 class GpuOutput:
-    """Output of step 2: the G1 MSM results (unblinded), and B2 when the CPU backend scheduled
-    it with them (else finalize computes it)."""
+    """Output of step 2: the G1 MSM results (unblinded), and B2 when the backend computed it
+    (CUDA on the device; the CPU backend when it scheduled it with the others), else finalize
+    computes it on every core."""
 
     a: G1Point
     b1: G1Point
@@ -139,7 +141,8 @@ def finalize(
     r and s are drawn independently and uniformly for every proof: that is what makes a
     Groth16 proof zero-knowledge (and two proofs of one witness differ)."""
     curve = key.curve
-    b2 = out.b2 if out.b2 is not None else key.msm_b2(synth.witness)
+    # Never one thread: the native MSM splits B2 over every core (a device phase brings it).
+    b2 = out.b2 if out.b2 is not None else key.msm_b2(synth.witness, threads=cores())
     r_val, s_val = secrets.randbelow(curve.r), secrets.randbelow(curve.r)
     r, s = scalar(curve, r_val), scalar(curve, s_val)
     pi_a = out.a + key.alpha1 + key.delta1 * r

@@ -251,6 +251,12 @@ class ProvingKey:
         """The raw (n, 2, limbs) Montgomery section, for device upload."""
         return {"A": self.zkey.a, "B1": self.zkey.b1, "C": self.zkey.c, "H": self.zkey.h}[section]
 
+    def g2_section_array(self, section: str = "B2") -> np.ndarray:
+        """The raw (n, 2, 2, limbs) Montgomery B2 section, for device upload."""
+        if section != "B2":
+            raise ValueError(f"unknown G2 section {section!r}")
+        return self.zkey.b2
+
     def _measure(self) -> int:
         arrays = (self.coef_matrix, self.coef_constraint, self.coef_signal, self.coef_value)
         total = sum(a.nbytes for a in arrays)

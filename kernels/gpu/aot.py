@@ -224,7 +224,30 @@ def load_bundle(path: Path | str, root: Path = ROOT) -> KernelBundle:
             if got != k[f"{field}_sha256"]:
                 raise KernelBundleError(f"{name}: {f} has SHA-256 {got}, manifest says "
                                         f"{k[f'{field}_sha256']}")
+    _verify_cxx(path, manifest)
     return KernelBundle(path, manifest)
+
+
+def _verify_cxx(path: Path, manifest: dict[str, Any]) -> None:
+    """The C++ kernels' cubins: built from this tree's C++ sources, files as the manifest says."""
+    from kernels.gpu import cxx_kernels
+
+    cxx = manifest.get("cxx")
+    if not cxx:
+        raise KernelBundleError(f"{path} has no C++ kernels; rebuild with "
+                                "scripts/build_gpu_kernels.py")
+    want = cxx_kernels.source_hash()
+    if cxx.get("source_sha256") != want:
+        raise KernelBundleError(
+            f"{path}: its C++ kernels were built from other sources (manifest "
+            f"{cxx.get('source_sha256')}, this tree {want}); rebuild with "
+            "scripts/build_gpu_kernels.py")
+    for variant, e in cxx["variants"].items():
+        f = path / e["cubin"]
+        if not f.is_file():
+            raise KernelBundleError(f"C++ kernels ({variant}): {f} is missing")
+        if sha256_bytes(f.read_bytes()) != e["cubin_sha256"]:
+            raise KernelBundleError(f"C++ kernels ({variant}): {f} does not match its SHA-256")
 
 
 @functools.cache

@@ -39,6 +39,18 @@ STACK_BUDGET_BYTES: dict[str, int] = {
     "msm_accumulate": 8,
     "msm_sum": 8,
     "msm_window_segment": 720,
+    # The C++ kernels (kernels/gpu/cuda): the stack is the XYZZ accumulator the kernels pass by
+    # reference to the called (not inlined) point operations, L1-resident.
+    "cxx/msm_digit_counts": 0,
+    "cxx/msm_digit_scatter": 0,
+    "cxx/g1_field_ops": 0,
+    "cxx/g2_field_ops": 0,
+    "cxx/g1_accumulate": 336,
+    "cxx/g1_reduce": 384,
+    "cxx/g1_segments": 768,
+    "cxx/g2_accumulate": 672,
+    "cxx/g2_reduce": 768,
+    "cxx/g2_segments": 1536,
 }
 
 

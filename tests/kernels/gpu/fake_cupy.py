@@ -14,6 +14,7 @@ import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point, Scalar
 
 from cuzk.curves import BLS12_381
+from cuzk.prover.points import g2_to_mont_array
 from kernels.gpu.g1 import g1_to_affine_mont
 
 R = BLS12_381.r
@@ -129,6 +130,8 @@ def install(monkeypatch) -> tuple[object, Pool]:
     import sys
 
     from cuzk.prover import cuda_backend
+    from kernels.gpu.cxx_kernels import host_kernels
+    from kernels.gpu.cxx_msm import CxxMsm
     from kernels.gpu.launch import Executor
     from kernels.gpu.runtime import cpu_target
 
@@ -137,6 +140,7 @@ def install(monkeypatch) -> tuple[object, Pool]:
     monkeypatch.setattr(cuda_backend, "cuda_device_count", lambda: 1)
     monkeypatch.setattr(cuda_backend, "_make_executor",
                         lambda cp, stream: Executor(cpu_target(), cp, stream=None))
+    monkeypatch.setattr(cuda_backend, "_make_msm", lambda cp, stream: CxxMsm(host_kernels(), cp))
     monkeypatch.setattr(cuda_backend.CudaBackend, "_device",
                         lambda self: contextlib.nullcontext())
     return cuda_backend.CudaBackend(0), pool
@@ -167,10 +171,12 @@ def groth16_key(n_vars: int, n_public: int, log_n: int, seed: int | None = None)
         objs[s] = np.empty(len(p), dtype=object)
         objs[s][:] = p
         present[s] = np.array([q != ident_s for q in p], dtype=bool)
+    b2_rows = g2_to_mont_array(BLS12_381, b2_pts)
     key = SimpleNamespace(
         path="g.zkey",
         sizes=SimpleNamespace(domain_size=n, n_vars=n_vars, n_public=n_public, log_domain=log_n),
         g1_section_array=lambda s: sections[s],
+        g2_section_array=lambda s="B2": b2_rows,
         msm_g1=lambda s, sc, threads=1: msm(objs[s], sc, G1Point.identity(), present[s]),
         msm_b2=lambda sc, threads=1: msm(objs["B2"], sc, G2Point.identity(), present["B2"]),
         msm_points=lambda s: int(present[s].sum()))

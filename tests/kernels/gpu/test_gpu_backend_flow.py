@@ -10,10 +10,11 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from py_arkworks_bls12381 import G1Point, Scalar
+from py_arkworks_bls12381 import G1Point, G2Point, Scalar
 
 from cuzk.curves import BLS12_381
 from cuzk.prover import cuda_backend
+from cuzk.prover.points import g2_to_mont_array
 from kernels import qap
 from kernels.field import FR, ints_to_array
 from kernels.gpu.g1 import g1_to_affine_mont
@@ -32,8 +33,10 @@ def _key(m: int, log_n: int):
     pts = [G1Point() * Scalar(rng.randrange(1, R)) for _ in range(m)]
     arr = g1_to_affine_mont(pts)
     sections = {"A": arr, "B1": arr, "C": arr[: m // 2], "H": arr[: 1 << log_n]}
+    b2 = g2_to_mont_array(BLS12_381, [G2Point() * Scalar(i + 1) for i in range(m)])
     key = SimpleNamespace(path="k.zkey", sizes=SimpleNamespace(domain_size=1 << log_n),
-                          g1_section_array=lambda s: sections[s])
+                          g1_section_array=lambda s: sections[s],
+                          g2_section_array=lambda s="B2": b2)
     return key, pts
 
 
@@ -43,7 +46,8 @@ def test_backend_h_and_msm_flow(fake):
     key, pts = _key(40, 5)
     nbytes = backend.upload_key(key)
     tables = cuda_backend.ntt_table_bytes(32)
-    assert nbytes == (40 + 40 + 20 + 32) * 96 + tables and backend.resident_bytes() == nbytes
+    assert nbytes == (40 + 40 + 20 + 32) * 96 + 40 * 192 + tables
+    assert backend.resident_bytes() == nbytes
     assert backend.upload_key(key) == nbytes
     n = 32
     rng = random.Random(2)
@@ -103,9 +107,13 @@ def test_device_gpu_phase_keeps_witness_and_h_on_the_device(fake):
     nbytes = backend.upload_key(key)
     resident = backend._keys[id(key)]
     kept = {s: sum(1 for p in pts if p != G1Point.identity()) for s, pts in group.items()}
+    kept["B2"] = key.msm_points("B2")
     assert {s: int(v.shape[0]) for s, v in resident.sections.items()} == kept
     assert kept["A"] == 10 and resident.present["C"] is None and resident.present["H"] is None
-    assert nbytes == (sum(kept.values()) * 96 + (kept["A"] + kept["B1"]) * 8  # + kept indices
+    assert 0 < kept["B2"] < n_vars                     # B2's points at infinity compacted too
+    g1_kept = sum(v for s, v in kept.items() if s != "B2")
+    assert nbytes == (g1_kept * 96 + kept["B2"] * 192
+                      + (kept["A"] + kept["B1"] + kept["B2"]) * 8  # + kept indices
                       + cuda_backend.ntt_table_bytes(1 << log_n))
 
     rng = random.Random(9)
@@ -122,7 +130,7 @@ def test_device_gpu_phase_keeps_witness_and_h_on_the_device(fake):
     synth = SimpleNamespace(abc=(a, b, c), witness=w)
     out = gpu_phase(key, synth, backend)
     assert uploads == [(n, 8), (n, 8), (n, 8), (n_vars, 8)]
-    assert steps == ["H", "MSM A", "MSM B1", "MSM C", "MSM H"]
+    assert steps == ["H", "MSM A", "MSM B1", "MSM C", "MSM H", "MSM B2"]
 
     def ark(pts, ints):
         return G1Point.multiexp_unchecked(list(pts), [Scalar(x) for x in ints])
@@ -132,6 +140,7 @@ def test_device_gpu_phase_keeps_witness_and_h_on_the_device(fake):
     assert out.b1 == ark(group["B1"], w_ints)
     assert out.c == ark(group["C"], w_ints[n_public + 1:])
     assert out.h == ark(group["H"], h_ints)
+    assert out.b2 == key.msm_b2(w)                     # B2 on the device, not in finalize
 
 
 def test_msm_g1_gathers_scalars_of_the_kept_points(fake):
@@ -145,7 +154,7 @@ def test_msm_g1_gathers_scalars_of_the_kept_points(fake):
 
 
 def test_working_bytes_counts_the_compacted_sections_and_what_stays_resident(fake):
-    from kernels.gpu.msm import device_bytes_estimate
+    from kernels.gpu.cxx_msm import G2, device_bytes_estimate
 
     backend, _ = fake
     key, _ = groth16_key(30, 2, 5)
@@ -153,6 +162,7 @@ def test_working_bytes_counts_the_compacted_sections_and_what_stays_resident(fak
     backend.upload_key(key)
     steps = backend.step_estimates(key)
     assert steps["MSM A"] == device_bytes_estimate(10)
+    assert steps["MSM B2"] == device_bytes_estimate(key.msm_points("B2"), G2)
     assert steps["H"] == cuda_backend.h_device_bytes(32, twiddles=False)
     held = (32 + 30) * 32
     assert backend.working_bytes(key) == before == max(

@@ -90,7 +90,7 @@ def test_two_lanes_are_inside_the_gpu_phase_at_once_and_match_the_cpu_path(fake)
     backend.upload_key(key)
     lanes = [backend.lane(), backend.lane()]
     assert lanes[0]._compute is not lanes[1]._compute and lanes[0]._copy is not lanes[1]._copy
-    assert lanes[0]._msm.ex is not lanes[1]._msm.ex
+    assert lanes[0]._msm is not lanes[1]._msm
     _warm(lanes[0], key)
     arrived = threading.Barrier(3, timeout=BOUND_S)
     release = threading.Barrier(3, timeout=BOUND_S)

@@ -1,0 +1,174 @@
+"""The C++ kernels (kernels/gpu/cuda) on their host twin: field arithmetic against Python
+integers, the G1 and G2 MSM driver against arkworks, on the edge cases of Pippenger's buckets
+(doubling inside a bucket, cancellation, the top signed digit, a bucket spread over many
+chunks and reduction rounds). The same tests on a device are in test_gpu_device.py."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from py_arkworks_bls12381 import G1Point, G2Point, Scalar
+
+from cuzk.curves import BLS12_381
+from cuzk.prover.points import g1_to_mont_array, g2_to_mont_array
+from kernels.field import ints_to_array
+from kernels.gpu import cxx_msm
+from kernels.gpu.cxx_kernels import HostKernels, host_kernels
+from kernels.gpu.cxx_msm import G1, G2, CxxMsm, device_bytes_phases
+
+R = BLS12_381.r
+P = BLS12_381.q
+MONT = 1 << 384
+
+
+@pytest.fixture(scope="module")
+def kernels() -> HostKernels:
+    return host_kernels()
+
+
+def _mont_rows(values: list[int], words: int) -> np.ndarray:
+    return ints_to_array([v * MONT % P for v in values], words)
+
+
+def _ints(rows: np.ndarray) -> list[int]:
+    inv = pow(MONT, -1, P)
+    return [int.from_bytes(r.astype("<u4").tobytes(), "little") * inv % P for r in rows]
+
+
+def test_fq_ops_match_integers(kernels):
+    rng = random.Random(3)
+    edge = [0, 1, 2, P - 1, P - 2, (P - 1) // 2, 1 << 380, (1 << 381) % P]
+    a = edge + [rng.randrange(P) for _ in range(200)]
+    b = list(reversed(edge)) + [rng.randrange(P) for _ in range(200)]
+    n = len(a)
+    out = np.zeros((4, n, 12), np.uint32)
+    kernels.launch("g1_field_ops", n, n, _mont_rows(a, 12), _mont_rows(b, 12), out)
+    assert _ints(out[0]) == [x * y % P for x, y in zip(a, b, strict=False)]
+    assert _ints(out[1]) == [(x + y) % P for x, y in zip(a, b, strict=False)]
+    assert _ints(out[2]) == [(x - y) % P for x, y in zip(a, b, strict=False)]
+    assert _ints(out[3]) == [x * x % P for x in a]
+    # results are fully reduced, not merely congruent
+    assert all(int.from_bytes(r.astype("<u4").tobytes(), "little") < P for r in out.reshape(-1, 12))
+
+
+def test_fq2_ops_match_integers(kernels):
+    rng = random.Random(4)
+    n = 100
+    a = [(rng.randrange(P), rng.randrange(P)) for _ in range(n - 2)] + [(0, P - 1), (P - 1, 0)]
+    b = [(rng.randrange(P), rng.randrange(P)) for _ in range(n - 2)] + [(P - 1, P - 1), (1, 0)]
+
+    def rows(v):
+        return _mont_rows([c for pair in v for c in pair], 12).reshape(n, 24)
+
+    out = np.zeros((4, n, 24), np.uint32)
+    kernels.launch("g2_field_ops", n, n, rows(a), rows(b), out)
+
+    def pairs(r):
+        flat = _ints(r.reshape(-1, 12))
+        return list(zip(flat[0::2], flat[1::2], strict=False))
+
+    ab = list(zip(a, b, strict=True))
+    mul = [((x0 * y0 - x1 * y1) % P, (x0 * y1 + x1 * y0) % P) for (x0, x1), (y0, y1) in ab]
+    assert pairs(out[0]) == mul
+    assert pairs(out[1]) == [((x0 + y0) % P, (x1 + y1) % P) for (x0, x1), (y0, y1) in ab]
+    assert pairs(out[2]) == [((x0 - y0) % P, (x1 - y1) % P) for (x0, x1), (y0, y1) in ab]
+    assert pairs(out[3]) == [((x0 * x0 - x1 * x1) % P, 2 * x0 * x1 % P) for x0, x1 in a]
+
+
+def _case(curve, m: int, scalars: list[int], seed: int, distinct: int = 8):
+    rng = random.Random(seed)
+    gen = G1Point() if curve is G1 else G2Point()
+    base = [gen * Scalar(rng.randrange(1, R)) for _ in range(distinct)]
+    pts = [base[i % distinct] for i in range(m)]
+    conv = g1_to_mont_array if curve is G1 else g2_to_mont_array
+    rows = np.ascontiguousarray(conv(BLS12_381, pts).reshape(m, curve.affine_words))
+    expected = curve.identity()
+    for p, s in zip(pts, scalars, strict=False):
+        if s % R:
+            expected = expected + p * Scalar(s % R)
+    return rows, ints_to_array(scalars, 8), expected
+
+
+def _run(kernels, curve, m, scalars, seed, c=None, distinct=8):
+    rows, sc, expected = _case(curve, m, scalars, seed, distinct)
+    got = CxxMsm(kernels).msm(curve, rows, sc, c=c)
+    assert got == expected
+
+
+@pytest.mark.parametrize("curve", [G1, G2], ids=["g1", "g2"])
+@pytest.mark.parametrize("c", [None, 4, 7])
+def test_msm_random_and_small_scalars(kernels, curve, c):
+    rng = random.Random(10 + (c or 0))
+    m = 300
+    sc = [rng.choice([0, 1, 2, 3, R - 1, R - 2, rng.randrange(R), rng.randrange(1 << 20)])
+          for _ in range(m)]
+    _run(kernels, curve, m, sc, seed=c or 1, c=c)
+
+
+@pytest.mark.parametrize("curve", [G1, G2], ids=["g1", "g2"])
+def test_msm_top_signed_digit_goes_to_the_last_bucket(kernels, curve):
+    """Digits equal to +-2^(c-1) (the last bucket of a window) and the carries they cause."""
+    c = 5
+    half = 1 << (c - 1)
+    sc = [half, half * (1 << c), R - half, (half << c) | half, half - 1, half + 1, 3 * half]
+    sc += [sum(half << (c * w) for w in range(k)) % R for k in range(1, 8)]
+    _run(kernels, curve, len(sc), sc, seed=5, c=c, distinct=len(sc))
+
+
+@pytest.mark.parametrize("curve", [G1, G2], ids=["g1", "g2"])
+def test_msm_doubling_and_cancellation_inside_buckets(kernels, curve):
+    """Equal points in one bucket double; P and -P in one bucket cancel (to infinity)."""
+    rng = random.Random(7)
+    gen = G1Point() if curve is G1 else G2Point()
+    p = gen * Scalar(rng.randrange(1, R))
+    pts = [p, p, p, -p, -p, p, gen, -gen, p, p, gen]
+    sc = [5, 5, 5, 5, 5, R - 5, 9, 9, 6, 6, 7]
+    conv = g1_to_mont_array if curve is G1 else g2_to_mont_array
+    rows = np.ascontiguousarray(conv(BLS12_381, pts).reshape(len(pts), curve.affine_words))
+    # bucket 5: p+p (a doubling) +p -p -p -p = 0; bucket 9: gen - gen = 0; bucket 6: 2p
+    expected = p * Scalar(12) + gen * Scalar(7)
+    assert CxxMsm(kernels).msm(curve, rows, ints_to_array(sc, 8), c=4) == expected
+
+
+@pytest.mark.parametrize("curve", [G1, G2], ids=["g1", "g2"])
+def test_msm_hot_bucket_spreads_over_chunks_and_rounds(kernels, curve, monkeypatch):
+    """Scalar 1 everywhere: one bucket of m records, cut into chunks and reduced in rounds."""
+    monkeypatch.setattr(cxx_msm, "ACC_CHUNK", 4)
+    monkeypatch.setattr(cxx_msm, "RED_CHUNK", 2)
+    m = 150                                    # 38 chunks -> 19 -> 10 -> 5 -> 3 -> 2 -> 1
+    _run(kernels, curve, m, [1] * (m - 3) + [2, R - 1, 0], seed=11, c=6)
+
+
+def test_msm_points_at_infinity_and_zero_scalars(kernels):
+    m = 40
+    rows, sc, _ = _case(G1, m, [0] * m, seed=2)
+    assert CxxMsm(kernels).msm(G1, rows, sc) == G1Point.identity()
+    rows[::2] = 0                               # infinity rows are skipped
+    sc = ints_to_array([3] * m, 8)
+    rng = random.Random(2)
+    gen = G1Point()
+    base = [gen * Scalar(rng.randrange(1, R)) for _ in range(8)]
+    expected = G1Point.identity()
+    for i in range(1, m, 2):
+        expected = expected + base[i % 8] * Scalar(3)
+    assert CxxMsm(kernels).msm(G1, rows, sc) == expected
+
+
+def test_msm_rejects_mismatched_inputs(kernels):
+    rows, sc, _ = _case(G1, 4, [1, 2, 3, 4], seed=1)
+    with pytest.raises(ValueError, match="size mismatch"):
+        CxxMsm(kernels).msm(G1, rows[:3], sc)
+    with pytest.raises(ValueError, match="g2 points need 48 words"):
+        CxxMsm(kernels).msm(G2, rows, sc)
+
+
+def test_memory_estimate_bounds_every_phase():
+    """The estimate covers the largest phase, grows with m, and G2's sums are twice G1's."""
+    for m in (1, 1000, 1 << 16, 1 << 20):
+        g1, g2 = device_bytes_phases(m, G1), device_bytes_phases(m, G2)
+        assert set(g1) == {"digits", "accumulate", "reduce", "segments"}
+        assert all(g2[k] >= g1[k] for k in g1)
+        assert cxx_msm.device_bytes_estimate(m) == max(g1.values())
+    assert cxx_msm.device_bytes_estimate(1 << 20) > cxx_msm.device_bytes_estimate(1 << 16)
