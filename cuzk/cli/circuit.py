@@ -1,4 +1,5 @@
-"""``cuzk circuit``: check that a circuit's files belong together, and add it as a proof kind.
+"""``cuzk circuit``: check that a circuit's files belong together, add it as a proof kind, or
+write a synthetic one of any power-of-two size (``synth``, :mod:`cuzk.circuits.synthetic`).
 
 ``check`` loads the ``.r1cs``, the ``.wasm`` witness generator and the ``.zkey`` and applies the
 same checks the server applies when it loads a key: curve, signal counts, domain, every point
@@ -71,6 +72,29 @@ def register(subparsers: Any) -> None:
         help="allow NAME to be a bundled proof kind, replacing its circuit for every job",
     )
     add.set_defaults(func=run_add)
+
+    synth = sub.add_parser(
+        "synth",
+        help="write a synthetic circuit of 2^K constraints: r1cs, witness and development key",
+        description="Generate a circom-like circuit whose Groth16 domain is 2^K (2^K - 3"
+        " constraints: booleans, bit packing, IsZero, multiplications, muxes, linear sums),"
+        " without circom or node: DIR/circuit.r1cs, DIR/witness.wtns (satisfies it),"
+        " DIR/circuit.zkey and DIR/circuit.vk.json (a development key, as `cuzk keygen --r1cs`"
+        " makes; not for production). Prove it with `cuzk prove --r1cs DIR/circuit.r1cs"
+        " --zkey DIR/circuit.zkey --wtns DIR/witness.wtns`.",
+    )
+    synth.add_argument(
+        "--constraints-log2", type=int, required=True, metavar="K",
+        help="domain 2^K, K from 5 to 28 (2^20: about 1M constraints)",
+    )
+    synth.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory")
+    synth.add_argument(
+        "--seed", type=int, default=0, help="the same seed makes the same files (default 0)"
+    )
+    synth.add_argument(
+        "--no-key", action="store_true", help="write the r1cs and the witness only"
+    )
+    synth.set_defaults(func=run_synth)
 
 
 def _files(p: argparse.ArgumentParser, zkey_required: bool) -> None:
@@ -219,4 +243,52 @@ def run_add(args: argparse.Namespace) -> int:
         " (not for production)"
     )
     print(f"added proof kind {args.name} to {config}: {summary}; {key_note}")
+    return 0
+
+
+def run_synth(args: argparse.Namespace) -> int:
+    from cuzk.circuits.synthetic import MAX_LOG2, MIN_LOG2, density, synthesize_files
+    from cuzk.cli._output import check_output_dir
+    from cuzk.cli._progress import stage_progress
+
+    try:
+        if not MIN_LOG2 <= args.constraints_log2 <= MAX_LOG2:
+            raise _Usage(
+                f"--constraints-log2 must be {MIN_LOG2}..{MAX_LOG2}, got {args.constraints_log2}"
+            )
+        if args.seed < 0:
+            raise _Usage(f"--seed must be 0 or more, got {args.seed}")
+        check_output_dir(args.out, "--out")
+    except (_Usage, OutputError) as e:
+        print(f"cuzk circuit synth: {e}", file=sys.stderr)
+        return 2
+
+    def step(name: str, seconds: float) -> None:
+        print(f"{name}: {seconds:.2f}s", flush=True)
+
+    try:
+        with stage_progress(f"synth 2^{args.constraints_log2}") as tick:
+            result = synthesize_files(
+                args.out, args.constraints_log2, args.seed, tick, key=not args.no_key,
+                on_step=step,
+            )
+    except (CuzkError, OSError) as e:
+        print(f"cuzk circuit synth: {e}", file=sys.stderr)
+        return 1
+    from cuzk.formats.r1cs import read_r1cs
+
+    c = result.circuit
+    assert c.witness is not None
+    print(
+        f"{c.n_constraints} constraints, {c.n_wires} signals, {c.n_public} public,"
+        f" domain 2^{c.domain_size.bit_length() - 1};"
+        f" {density(read_r1cs(result.r1cs), c.witness).summary()}"
+    )
+    files = [result.r1cs, result.wtns, *(p for p in (result.zkey, result.vk) if p)]
+    print("\t".join(str(p) for p in files))
+    if result.zkey is not None:
+        print(
+            "development key: single-party setup, not for production",
+            file=sys.stderr,
+        )
     return 0

@@ -7,7 +7,7 @@ each product is at most 32 additions (~0.7 us / ~2.2 us each), several times fas
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+from typing import Generic, Literal, TypeVar
 
 from py_arkworks_bls12381 import G1Point, G2Point
 
@@ -34,3 +34,15 @@ class FixedBaseTable(Generic[P]):
             if digit:
                 acc = acc + row[digit]
         return acc
+
+
+_TABLES: dict[str, FixedBaseTable] = {}
+
+
+def xy_bytes_of_multiples(group: Literal["g1", "g2"], scalars: list[int]) -> bytes:
+    """``generator * k`` for each scalar, as the points' ``to_xy_bytes_le`` concatenated (what
+    keygen's worker processes return; the table is built once per process and group)."""
+    table = _TABLES.get(group)
+    if table is None:
+        table = _TABLES[group] = FixedBaseTable(G1Point() if group == "g1" else G2Point())
+    return b"".join(table.mul(k).to_xy_bytes_le() for k in scalars)

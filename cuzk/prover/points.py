@@ -74,8 +74,14 @@ def g2_from_mont_array(curve: Curve, arr: np.ndarray) -> list[G2Point]:
 
 
 def _to_mont_array(curve: Curve, points: Sequence[P], shape: tuple[int, ...]) -> np.ndarray:
-    raw = b"".join(p.to_xy_bytes_le() for p in points)
-    normal = np.frombuffer(raw, dtype="<u4").reshape(len(points), *shape, curve.fq_limbs)
+    return xy_bytes_to_mont_array(curve, b"".join(p.to_xy_bytes_le() for p in points), shape)
+
+
+def xy_bytes_to_mont_array(curve: Curve, raw: bytes, shape: tuple[int, ...]) -> np.ndarray:
+    """Points' ``to_xy_bytes_le`` concatenated -> their zkey section: ``shape`` is (2,) for
+    G1, (2, 2) for G2."""
+    per_point = int(np.prod(shape)) * curve.n8q
+    normal = np.frombuffer(raw, dtype="<u4").reshape(len(raw) // per_point, *shape, curve.fq_limbs)
     return _fq_mont(curve, normal)
 
 
