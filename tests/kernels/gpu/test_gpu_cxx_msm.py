@@ -32,19 +32,31 @@ def _mont_rows(values: list[int], words: int) -> np.ndarray:
     return ints_to_array([v * MONT % P for v in values], words)
 
 
+def _launch(kernels, name: str, n: int, a: np.ndarray, b: np.ndarray, words: int) -> np.ndarray:
+    """A field-ops kernel on any runner (host twin or device): host arrays in and out."""
+    xp = kernels.xp
+    out = xp.zeros((4, n, words), dtype=np.uint32)
+    kernels.launch(name, n, n, xp.asarray(a), xp.asarray(b), out)
+    kernels.synchronize()
+    return out.get() if hasattr(out, "get") else out
+
+
 def _ints(rows: np.ndarray) -> list[int]:
     inv = pow(MONT, -1, P)
     return [int.from_bytes(r.astype("<u4").tobytes(), "little") * inv % P for r in rows]
 
 
 def test_fq_ops_match_integers(kernels):
+    check_fq_ops(kernels)
+
+
+def check_fq_ops(kernels) -> None:
     rng = random.Random(3)
     edge = [0, 1, 2, P - 1, P - 2, (P - 1) // 2, 1 << 380, (1 << 381) % P]
     a = edge + [rng.randrange(P) for _ in range(200)]
     b = list(reversed(edge)) + [rng.randrange(P) for _ in range(200)]
     n = len(a)
-    out = np.zeros((4, n, 12), np.uint32)
-    kernels.launch("g1_field_ops", n, n, _mont_rows(a, 12), _mont_rows(b, 12), out)
+    out = _launch(kernels, "g1_field_ops", n, _mont_rows(a, 12), _mont_rows(b, 12), 12)
     assert _ints(out[0]) == [x * y % P for x, y in zip(a, b, strict=False)]
     assert _ints(out[1]) == [(x + y) % P for x, y in zip(a, b, strict=False)]
     assert _ints(out[2]) == [(x - y) % P for x, y in zip(a, b, strict=False)]
@@ -54,6 +66,10 @@ def test_fq_ops_match_integers(kernels):
 
 
 def test_fq2_ops_match_integers(kernels):
+    check_fq2_ops(kernels)
+
+
+def check_fq2_ops(kernels) -> None:
     rng = random.Random(4)
     n = 100
     a = [(rng.randrange(P), rng.randrange(P)) for _ in range(n - 2)] + [(0, P - 1), (P - 1, 0)]
@@ -62,8 +78,7 @@ def test_fq2_ops_match_integers(kernels):
     def rows(v):
         return _mont_rows([c for pair in v for c in pair], 12).reshape(n, 24)
 
-    out = np.zeros((4, n, 24), np.uint32)
-    kernels.launch("g2_field_ops", n, n, rows(a), rows(b), out)
+    out = _launch(kernels, "g2_field_ops", n, rows(a), rows(b), 24)
 
     def pairs(r):
         flat = _ints(r.reshape(-1, 12))
@@ -93,13 +108,18 @@ def _case(curve, m: int, scalars: list[int], seed: int, distinct: int = 8):
 
 def _run(kernels, curve, m, scalars, seed, c=None, distinct=8):
     rows, sc, expected = _case(curve, m, scalars, seed, distinct)
-    got = CxxMsm(kernels).msm(curve, rows, sc, c=c)
+    xp = kernels.xp
+    got = CxxMsm(kernels).msm(curve, xp.asarray(rows), xp.asarray(sc), c=c)
     assert got == expected
 
 
 @pytest.mark.parametrize("curve", [G1, G2], ids=["g1", "g2"])
 @pytest.mark.parametrize("c", [None, 4, 7])
 def test_msm_random_and_small_scalars(kernels, curve, c):
+    check_random_and_small_scalars(kernels, curve, c)
+
+
+def check_random_and_small_scalars(kernels, curve, c) -> None:
     rng = random.Random(10 + (c or 0))
     m = 300
     sc = [rng.choice([0, 1, 2, 3, R - 1, R - 2, rng.randrange(R), rng.randrange(1 << 20)])
@@ -109,6 +129,10 @@ def test_msm_random_and_small_scalars(kernels, curve, c):
 
 @pytest.mark.parametrize("curve", [G1, G2], ids=["g1", "g2"])
 def test_msm_top_signed_digit_goes_to_the_last_bucket(kernels, curve):
+    check_top_signed_digit(kernels, curve)
+
+
+def check_top_signed_digit(kernels, curve) -> None:
     """Digits equal to +-2^(c-1) (the last bucket of a window) and the carries they cause."""
     c = 5
     half = 1 << (c - 1)
@@ -119,6 +143,10 @@ def test_msm_top_signed_digit_goes_to_the_last_bucket(kernels, curve):
 
 @pytest.mark.parametrize("curve", [G1, G2], ids=["g1", "g2"])
 def test_msm_doubling_and_cancellation_inside_buckets(kernels, curve):
+    check_doubling_and_cancellation(kernels, curve)
+
+
+def check_doubling_and_cancellation(kernels, curve) -> None:
     """Equal points in one bucket double; P and -P in one bucket cancel (to infinity)."""
     rng = random.Random(7)
     gen = G1Point() if curve is G1 else G2Point()
@@ -129,11 +157,17 @@ def test_msm_doubling_and_cancellation_inside_buckets(kernels, curve):
     rows = np.ascontiguousarray(conv(BLS12_381, pts).reshape(len(pts), curve.affine_words))
     # bucket 5: p+p (a doubling) +p -p -p -p = 0; bucket 9: gen - gen = 0; bucket 6: 2p
     expected = p * Scalar(12) + gen * Scalar(7)
-    assert CxxMsm(kernels).msm(curve, rows, ints_to_array(sc, 8), c=4) == expected
+    xp = kernels.xp
+    got = CxxMsm(kernels).msm(curve, xp.asarray(rows), xp.asarray(ints_to_array(sc, 8)), c=4)
+    assert got == expected
 
 
 @pytest.mark.parametrize("curve", [G1, G2], ids=["g1", "g2"])
 def test_msm_hot_bucket_spreads_over_chunks_and_rounds(kernels, curve, monkeypatch):
+    check_hot_bucket(kernels, curve, monkeypatch)
+
+
+def check_hot_bucket(kernels, curve, monkeypatch) -> None:
     """Scalar 1 everywhere: one bucket of m records, cut into chunks and reduced in rounds."""
     monkeypatch.setattr(cxx_msm, "ACC_CHUNK", 4)
     monkeypatch.setattr(cxx_msm, "RED_CHUNK", 2)

@@ -26,7 +26,9 @@ from cuzk.prover.cuda_backend import (
 )
 from kernels import qap
 from kernels.field import FR, ints_to_array
+from kernels.gpu import cxx_msm
 from kernels.gpu.g1 import g1_to_affine_mont
+from tests.kernels.gpu import test_gpu_cxx_msm as cxx_cases
 
 R = BLS12_381.r
 
@@ -273,3 +275,53 @@ def test_device_two_lanes_run_their_gpu_phases_at_once(backend):
         assert results[i] == (ark(group["A"], w_ints), ark(group["B1"], w_ints),
                               ark(group["C"], w_ints[4:]), ark(group["H"], h_ints))
     backend.drop_key(key)
+
+
+# --------------------------------------------------------------------------- the C++ kernels
+
+@pytest.fixture(scope="module", params=["ptx", "portable"])
+def cxx_kernels(request):
+    """The C++ kernels on the device, each field-multiply variant (from the bundle when
+    CUZK_GPU_KERNELS names one, else NVRTC)."""
+    require_gpu()
+    import cupy
+
+    from kernels.gpu.cxx_kernels import device_kernels
+
+    return device_kernels(cupy, None, request.param)
+
+
+def test_device_cxx_field_ops_match_integers(cxx_kernels):
+    cxx_cases.check_fq_ops(cxx_kernels)
+    cxx_cases.check_fq2_ops(cxx_kernels)
+
+
+@pytest.mark.parametrize("group", ["g1", "g2"])
+def test_device_cxx_field_ops_match_the_host_twin_at_scale(cxx_kernels, group):
+    """2^16 random elements (every limb pattern below p): the carry chains against the host
+    twin's 64-bit products, bit for bit."""
+    import cupy
+
+    from kernels.gpu.cxx_kernels import host_kernels
+
+    words = 12 if group == "g1" else 24
+    n = 1 << 16
+    rng = np.random.default_rng(5)
+    a, b = (rng.integers(0, 1 << 32, size=(n, words), dtype=np.uint64).astype(np.uint32)
+            for _ in range(2))
+    for x in (a, b):
+        x.reshape(-1, 12)[:, 11] %= 0x1A0111EA              # below p's top limb: < p
+    dev = cupy.zeros((4, n, words), dtype=np.uint32)
+    cxx_kernels.launch(f"{group}_field_ops", n, n, cupy.asarray(a), cupy.asarray(b), dev)
+    host = np.zeros((4, n, words), dtype=np.uint32)
+    host_kernels().launch(f"{group}_field_ops", n, n, a, b, host)
+    assert np.array_equal(dev.get(), host)
+
+
+@pytest.mark.parametrize("curve", [cxx_msm.G1, cxx_msm.G2], ids=["g1", "g2"])
+def test_device_cxx_msm_edge_cases(cxx_kernels, curve, monkeypatch):
+    for c in (None, 4, 7):
+        cxx_cases.check_random_and_small_scalars(cxx_kernels, curve, c)
+    cxx_cases.check_top_signed_digit(cxx_kernels, curve)
+    cxx_cases.check_doubling_and_cancellation(cxx_kernels, curve)
+    cxx_cases.check_hot_bucket(cxx_kernels, curve, monkeypatch)
