@@ -218,6 +218,14 @@ class TelemetryConfig:
         '"" = the standard OTEL_* variables only.',
         optional_string,
     )
+    nvml_replay: Path | None = setting(
+        "",
+        "A recording of NVML samples (JSON, docs/operations.md) exported as the device gauges "
+        "(cuzk_device_utilization_ratio, cuzk_device_memory_used_bytes) of the devices it "
+        "names, instead of reading the driver: rehearses the device dashboards and alerts on "
+        'a host without a GPU. "" = the driver, when pynvml and a GPU are present.',
+        optional_path,
+    )
 
 
 FIELD_ARITH = ("auto", "portable")

@@ -9,6 +9,11 @@ times and the median is reported, so drift on a shared machine hits both alike.
 Busy fraction: for each worker, the share of the time the GPU queue held at least one
 partition during which that worker held a lease. Anything below 1.0 there is the engine's own
 hand-off overhead (target >= 0.99).
+
+Device utilisation: a lease is not a kernel (docs/operations.md, CuzkGpuStarvedByHost). Where
+NVML answers for the prover's CUDA devices, each device's utilisation is sampled every 0.1 s
+from the first submit to the last result and its mean printed beside the busy fractions (and
+in the JSON, ``device_utilization``); elsewhere it reads "n/a (no NVML)" (JSON null).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from cuzk.engine.backend import PartitionMemory, ProverBackend
 from cuzk.engine.engine import Engine
 from cuzk.engine.settings import EngineSettings, default_proof_kinds
 from cuzk.telemetry.metrics import EngineMetrics
+from cuzk.telemetry.nvml import UtilizationSampler
 from cuzk.telemetry.tracing import build_tracer_provider
 
 # Relative cost of each bundled kind for the scripted prover (the largest circuit costs most).
@@ -41,6 +47,8 @@ class RunResult:
     latency_s: dict[str, list[float]] = field(default_factory=dict)
     busy_fraction: dict[str, float] = field(default_factory=dict)
     failed: int = 0
+    # Mean NVML utilisation per device over the backlog; None where NVML does not answer.
+    device_utilization: dict[str, float] | None = None
 
     @property
     def jobs_per_s(self) -> float:
@@ -61,6 +69,8 @@ class RunResult:
             "partitions_per_s": round(self.partitions_per_s, 3),
             "latency": lat,
             "busy_fraction": {k: round(v, 4) for k, v in self.busy_fraction.items()},
+            "device_utilization": None if self.device_utilization is None else {
+                k: round(v, 4) for k, v in self.device_utilization.items()},
             "failed": self.failed,
         }
 
@@ -131,10 +141,13 @@ def run_once(
     backlog: Sequence[str],
     inputs: Mapping[str, Mapping[str, Any]] | None,
     timeout: float = 3600.0,
+    nvml: Any = None,
 ) -> RunResult:
     """One engine, one backlog submitted at once, measured from first submit to last result.
 
-    Telemetry is wired as ``cuzk serve`` wires it when the settings enable it."""
+    Telemetry is wired as ``cuzk serve`` wires it when the settings enable it. NVML
+    utilisation of the prover's CUDA devices is sampled over the same span where it answers
+    (``nvml``: the pynvml module; tests pass a fake)."""
     provider = build_tracer_provider(settings.service_name) if settings.tracing_enabled else None
     engine = Engine(replace(settings, record_intervals=True), prover, tracer_provider=provider)
     metrics = EngineMetrics(engine, nvml=False) if settings.metrics_enabled else None
@@ -142,17 +155,25 @@ def run_once(
     try:
         for kind in set(backlog):
             engine.preload(kind)  # key loading is not what this measures
+        sampler = UtilizationSampler.open(prover, nvml=nvml)
+        if sampler is not None:
+            sampler.start()
         t0 = time.monotonic()
         jobs = []
-        for i, kind in enumerate(backlog):
-            n = settings.proof_kinds[kind].partitions
-            base = dict(inputs[kind]) if inputs else {"kind": kind}
-            parts = [base if inputs else {**base, "tag": f"{i}.{p}"} for p in range(n)]
-            jobs.append(engine.submit(kind, parts))
-        for job in jobs:
-            engine.wait(job.id, timeout)
-        wall = time.monotonic() - t0
-        result = RunResult(name, wall, len(jobs), sum(len(j.partitions) for j in jobs))
+        try:
+            for i, kind in enumerate(backlog):
+                n = settings.proof_kinds[kind].partitions
+                base = dict(inputs[kind]) if inputs else {"kind": kind}
+                parts = [base if inputs else {**base, "tag": f"{i}.{p}"} for p in range(n)]
+                jobs.append(engine.submit(kind, parts))
+            for job in jobs:
+                engine.wait(job.id, timeout)
+            wall = time.monotonic() - t0
+        finally:
+            if sampler is not None:
+                sampler.stop()
+        result = RunResult(name, wall, len(jobs), sum(len(j.partitions) for j in jobs),
+                           device_utilization=None if sampler is None else sampler.means())
         for job in jobs:
             result.latency_s.setdefault(job.proof_kind, []).append(job.duration_s())
             result.failed += job.state != "succeeded"
@@ -187,6 +208,12 @@ def _table(results: Sequence[RunResult], kinds: Sequence[str]) -> str:
     for w in workers:
         rows.append((f"{w} busy frac", [f"{r.busy_fraction.get(w, float('nan')):.4f}"
                                         for r in results]))
+    # Beside the busy fractions: how much of the backlog each device ran kernels (NVML).
+    devices = sorted({d for r in results for d in (r.device_utilization or {})})
+    for d in devices:
+        rows.append((f"{d} device util", [_util(r.device_utilization, d) for r in results]))
+    if not devices:
+        rows.append(("device util", [_util(r.device_utilization, None) for r in results]))
     width0 = max(len(r[0]) for r in rows)
     widths = [max(len(c), *(len(r[1][i]) for r in rows)) for i, c in enumerate(cols)]
     lines = ["  ".join([" " * width0, *(c.rjust(w) for c, w in zip(cols, widths, strict=True))])]
@@ -194,6 +221,23 @@ def _table(results: Sequence[RunResult], kinds: Sequence[str]) -> str:
         lines.append("  ".join([label.ljust(width0),
                                 *(v.rjust(w) for v, w in zip(vals, widths, strict=True))]))
     return "\n".join(lines)
+
+
+NO_NVML = "n/a (no NVML)"
+
+
+def _util(means: dict[str, float] | None, device: str | None) -> str:
+    if means is None:
+        return NO_NVML
+    return f"{means[device]:.4f}" if device in means else "n/a"
+
+
+def device_utilization_line(means: dict[str, float] | None) -> str:
+    """The summary line: each device's mean utilisation over the backlog, or n/a."""
+    if not means:
+        return f"device utilisation (NVML, mean over the backlog): {NO_NVML}"
+    return "device utilisation (NVML, mean over the backlog): " + ", ".join(
+        f"{d} {v:.4f}" for d, v in sorted(means.items()))
 
 
 def run_engine_bench(
@@ -205,12 +249,15 @@ def run_engine_bench(
     repeats: int = 3,
     scale: float = 1.0,
     print_fn: Callable[[str], None] = print,
+    nvml: Any = None,
 ) -> dict[str, Any]:
     """Run the benchmark and print the figures; returns them as a dict too.
 
     prover: "real" (cuzk.prover on the configured backend), "scripted" (sleeping double:
     measures the engine, not the maths) or "auto" (real when the prover and the bundled
     circuits' inputs are available, scripted otherwise). scale multiplies scripted step times.
+    nvml: the pynvml module to sample device utilisation with (tests pass a fake); by default
+    pynvml where it is installed and answers.
     """
     if settings is None:
         settings = EngineSettings(proof_kinds=default_proof_kinds(), finalizer_threads=4)
@@ -245,13 +292,15 @@ def run_engine_bench(
              f"{settings.gpu_workers_per_device} GPU workers/device, repeats={repeats}")
     on_runs, off_runs, nosplit_runs = [], [], []
     for _ in range(max(1, repeats)):
-        on_runs.append(run_once("split+telemetry", settings, make(), backlog, inputs))
+        on_runs.append(run_once("split+telemetry", settings, make(), backlog, inputs,
+                                nvml=nvml))
         off_runs.append(run_once(
             "split, telemetry off",
             replace(settings, metrics_enabled=False, tracing_enabled=False),
-            make(), backlog, inputs))
+            make(), backlog, inputs, nvml=nvml))
     nosplit_runs.append(run_once(
-        "no split", replace(settings, split_proving=False), make(), backlog, inputs))
+        "no split", replace(settings, split_proving=False), make(), backlog, inputs,
+        nvml=nvml))
 
     def median_run(runs: list[RunResult]) -> RunResult:
         return sorted(runs, key=lambda r: r.wall_s)[len(runs) // 2]
@@ -266,6 +315,7 @@ def run_engine_bench(
              f"(median of {len(on_runs)} on/off pairs; target < 2%)")
     print_fn(f"min worker busy fraction while the GPU queue held work: {min_busy:.4f} "
              f"(target >= 0.99)")
+    print_fn(device_utilization_line(on.device_utilization))
     return {
         "prover": which,
         "jobs": len(backlog),
@@ -275,6 +325,8 @@ def run_engine_bench(
         "split_speedup": split_gain,
         "telemetry_overhead": overhead,
         "min_busy_fraction": min_busy,
+        # The split+telemetry run's, beside min_busy_fraction; null without NVML.
+        "device_utilization": on.summary()["device_utilization"],
     }
 
 

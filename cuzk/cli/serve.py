@@ -242,6 +242,15 @@ def serve(config: Config) -> int:
     otel_env = otel_environment(config, os.environ)
 
     token = check_exposure(config)
+    replay = config.telemetry.nvml_replay if config.telemetry.metrics else None
+    if replay is not None:
+        from cuzk.telemetry.nvml import load_recording
+
+        try:
+            load_recording(replay)
+        except ValueError as e:
+            print(f"cuzk serve: refusing to start: telemetry.nvml_replay: {e}", file=sys.stderr)
+            return 2
     try:  # first: a port in use is told at once, not after the keys are checked
         listener = bind_listener(config.server.host, config.server.port)
     except OSError as e:
@@ -277,7 +286,7 @@ def serve(config: Config) -> int:
     else:
         log.warning("journal: disabled (journal.enabled = false); accepted jobs are lost on exit")
     # Subscribed before start: recovery at start publishes what the metrics count.
-    metrics = EngineMetrics(engine) if config.telemetry.metrics else None
+    metrics = EngineMetrics(engine, nvml_replay=replay) if config.telemetry.metrics else None
     engine.start()
     recovered = {k: n for k, n in engine.recovered().items() if n}
     if recovered:

@@ -11,6 +11,7 @@ never carry job or request ids.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Histogram, ProcessCollector
@@ -230,9 +231,12 @@ class EngineMetrics:
     ``EngineMetrics(engine)`` subscribes at once; ``close()`` unsubscribes. The application
     creates it (``cuzk serve``, the benchmark, tests); the engine does not know it exists.
     ``nvml``: also export NVML device gauges for the engine's CUDA devices, when NVML answers.
+    ``nvml_replay``: a recording of NVML samples (``cuzk.telemetry.nvml.load_recording``) to
+    export for the engine's devices instead of asking the driver; ValueError when it is bad.
     """
 
-    def __init__(self, engine: Engine, nvml: bool = True) -> None:
+    def __init__(self, engine: Engine, nvml: bool = True,
+                 nvml_replay: str | Path | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(EngineCollector(engine))
         # RSS (against the memory budget) and start time (restarts) of the serving process.
@@ -255,7 +259,11 @@ class EngineMetrics:
             "cuzk_journal_write_seconds",
             "Time one committed job-journal write took (fsync included)",
             buckets=JOURNAL_BUCKETS, registry=self.registry)
-        if nvml:
+        if nvml_replay is not None:
+            from cuzk.telemetry.nvml import register_nvml_replay
+
+            register_nvml_replay(self.registry, list(engine.prover.devices), nvml_replay)
+        elif nvml:
             from cuzk.telemetry.nvml import cuda_device_ids, register_nvml
 
             devices = cuda_device_ids(engine.prover)

@@ -33,6 +33,10 @@ RANGE = "$__range"
 SCHEMA_VERSION = 41  # Grafana 12.1, the version docker-compose.yml deploys
 RUNBOOK_UID = "cuzk-runbook"
 ALL = ".+"
+UTIL = "cuzk_device_utilization_ratio"
+# CuzkGpuStarvedByHost's thresholds (deploy/prometheus/build_rules.py), for panel descriptions.
+STARVED_BUSY = 0.8
+STARVED_DEVICE = 0.5
 
 
 # ---------------------------------------------------------------------------------------------
@@ -121,9 +125,9 @@ def timeseries(title: str, description: str, unit: str, targets: list[dict], *,
                   overrides=overrides)
 
 
-def stat(title: str, description: str, unit: str, target: dict, *, thresholds=None,
-         decimals=None, w: int = 4, h: int = 4) -> dict:
-    """A single-value stat panel."""
+def stat(title: str, description: str, unit: str, target: dict | list[dict], *,
+         thresholds=None, decimals=None, w: int = 4, h: int = 4) -> dict:
+    """A stat panel: one value per target (several are shown side by side)."""
     options = {
         "colorMode": "value",
         "graphMode": "area",
@@ -131,7 +135,8 @@ def stat(title: str, description: str, unit: str, target: dict, *, thresholds=No
         "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
         "textMode": "auto",
     }
-    return _panel("stat", title, description, refs(target),
+    targets = target if isinstance(target, list) else [target]
+    return _panel("stat", title, description, refs(*targets),
                   _defaults(unit, thresholds=thresholds, decimals=decimals), options, (w, h))
 
 
@@ -404,10 +409,17 @@ def fleet() -> dict:
         stat("GPU workers", "GPU workers reported by the selected engines "
              "(recording rule instance:cuzk_gpu_workers:count).", "none",
              q(f"sum(instance:cuzk_gpu_workers:count{{{SEL}}})", "workers")),
-        stat("GPU busy", "Mean fraction of time the GPU workers held an open GPU lease over the "
+        stat("GPU busy: lease, device",
+             "lease: mean fraction of time the GPU workers held an open GPU lease over the "
              "last 5 minutes, from the busy-seconds counter "
-             "(instance:cuzk_gpu_worker_busy:ratio_rate5m).", "percentunit",
-             q(f"avg(instance:cuzk_gpu_worker_busy:ratio_rate5m{{{SEL}}})", "busy"),
+             "(instance:cuzk_gpu_worker_busy:ratio_rate5m). device: mean fraction of the same "
+             "5 minutes the devices ran kernels, as NVML reports it "
+             f"({UTIL}); absent without NVML. A lease share far above the device "
+             "share means the GPU phase spends its time on the host (uploads, host steps): "
+             "the engine is host-bound and the GPU starves (CuzkGpuStarvedByHost).",
+             "percentunit",
+             [q(f"avg(instance:cuzk_gpu_worker_busy:ratio_rate5m{{{SEL}}})", "lease"),
+              q(f"avg(avg_over_time({UTIL}{{{SEL}}}[5m]))", "device")],
              thresholds=PCT_THRESH, decimals=1),
         stat("Jobs queued", "Jobs waiting in the scheduler, all proof kinds and priorities "
              "(instance:cuzk_jobs_queued:sum).", "none",
@@ -429,10 +441,14 @@ def fleet() -> dict:
                "{{proof_kind}} {{status}}")], links=JOB_TRACES),
         timeseries(
             "GPU busy fraction by engine",
-            "Mean busy fraction of each engine's GPU workers: rate of "
-            "cuzk_gpu_worker_busy_seconds_total, so bursts shorter than a scrape count.",
+            "lease: mean busy fraction of each engine's GPU workers, the rate of "
+            "cuzk_gpu_worker_busy_seconds_total, so bursts shorter than a scrape count. "
+            f"device: mean NVML utilisation of its devices ({UTIL}), the share of time "
+            "kernels ran; absent without NVML. Lease far above device: host-bound.",
             "percentunit",
-            [q(f"avg by (instance) (rate({busy}{{{SEL}}}[{RI}]))", "{{instance}}")],
+            [q(f"avg by (instance) (rate({busy}{{{SEL}}}[{RI}]))", "lease {{instance}}"),
+             q(f"avg by (instance) (avg_over_time({UTIL}{{{SEL}}}[{RI}]))",
+               "device {{instance}}")],
             maximum=1),
         timeseries(
             "Job latency p95 by proof kind (succeeded)",
@@ -453,7 +469,9 @@ def fleet() -> dict:
         table(
             "Engines",
             "One row per engine: version and compute backend (cuzk_build_info), GPU workers, "
-            "5-minute busy fraction, memory budget reserved and restarts in the last hour.",
+            "5-minute busy fraction (lease held) beside the devices' 5-minute NVML "
+            "utilisation (kernels running; empty without NVML), memory budget reserved and "
+            "restarts in the last hour.",
             "none",
             [q(f"cuzk_build_info{{{SEL}}}", instant=True, fmt="table"),
              q(f"instance:cuzk_gpu_workers:count{{{SEL}}}", instant=True, fmt="table"),
@@ -461,11 +479,14 @@ def fleet() -> dict:
                fmt="table"),
              q(f"instance:cuzk_memory_reserved:ratio{{{SEL}}}", instant=True, fmt="table"),
              q(f"instance:cuzk_engine_restarts:changes1h{{{SEL}}}", instant=True,
+               fmt="table"),
+             q(f"avg by (job, instance) (avg_over_time({UTIL}{{{SEL}}}[5m]))", instant=True,
                fmt="table")],
             rename={"Value #A": "build info", "Value #B": "GPU workers",
                     "Value #C": "GPU busy (5m)", "Value #D": "memory reserved",
-                    "Value #E": "restarts (1h)"},
-            units={"GPU busy (5m)": "percentunit", "memory reserved": "percentunit"}),
+                    "Value #E": "restarts (1h)", "Value #F": "device util (5m)"},
+            units={"GPU busy (5m)": "percentunit", "memory reserved": "percentunit",
+                   "device util (5m)": "percentunit"}),
         table(
             "Proof kinds",
             "One row per engine and full proof-kind name: latency p50 and p95 of succeeded "
@@ -502,6 +523,20 @@ def gpu_workers() -> dict:
             "spans in Jaeger.",
             q(f"rate({busy}{{{SEL}}}[{RI}])", "{{instance}} {{worker}}"),
             links=WORKER_TRACES),
+        timeseries(
+            "Lease busy against device utilization",
+            "Per device, two lines: lease, the mean share of time its GPU workers held a GPU "
+            f"lease (rate of {busy}); device, the share of time the device ran kernels as "
+            f"NVML reports it ({UTIL}, averaged over the same window; absent without NVML). "
+            "A lease share high above the device share is time the GPU phase spends on the "
+            "host (uploads, host steps, waits): the engine is host-bound and the GPU starves. "
+            f"Lease above {STARVED_BUSY:.0%} with device under {STARVED_DEVICE:.0%} for 10 "
+            "minutes, with work queued, raises CuzkGpuStarvedByHost.",
+            "percentunit",
+            [q(f"avg by (instance, device) (rate({busy}{{{SEL}}}[{RI}]))",
+               "lease {{instance}} {{device}}"),
+             q(f"avg_over_time({UTIL}{{{SEL}}}[{RI}])", "device {{instance}} {{device}}")],
+            maximum=1, w=24),
         table(
             "Least busy workers (5m)",
             "The ten workers with the lowest busy fraction over 5 minutes "

@@ -132,6 +132,23 @@ def eviction_recording() -> list[Rule]:
     ]
 
 
+def host_bound_recording() -> list[Rule]:
+    """What CuzkGpuStarvedByHost reads: per device, how much of the time its GPU workers hold
+    leases and how much of the time the device itself runs kernels (NVML), over 10 minutes."""
+    busy = f"cuzk_gpu_worker_busy_seconds_total{{{J}}}"
+    return [
+        rec("instance_device:cuzk_gpu_worker_busy:ratio_rate10m",
+            f"avg by ({BY}, device) (rate({busy}[10m]))",
+            "Per device: mean share of the last 10 minutes its GPU workers held a GPU lease "
+            "(the lease covers uploads and host steps of the GPU phase, not only kernels)."),
+        rec("instance_device:cuzk_device_utilization:ratio_avg10m",
+            f"avg_over_time(cuzk_device_utilization_ratio{{{J}}}[10m])",
+            "Per device: mean NVML utilisation over 10 minutes, the share of time a kernel ran "
+            "(each sample covers NVML's last sample period, under a second; 40 scrapes at "
+            "15 s make an unbiased mean). Absent without NVML."),
+    ]
+
+
 def recording() -> dict[str, list[Rule]]:
     busy = f"cuzk_gpu_worker_busy_seconds_total{{{J}}}"
     phase_s = "cuzk_partition_phase_duration_seconds"
@@ -282,7 +299,8 @@ def recording() -> dict[str, list[Rule]]:
             for k, b in SLO_BOUNDS.items()),
         "Slow succeeded jobs in the last hour: a page needs at least a few, so one slow job "
         "on a quiet engine (a cold start loading its keys) cannot page."))
-    return {"cuzk-recording": workers + pipeline + memory, "cuzk-slo-recording": slo}
+    return {"cuzk-recording": workers + host_bound_recording() + pipeline + memory,
+            "cuzk-slo-recording": slo}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -297,6 +315,13 @@ MEMORY_BUSY_MAX = 0.8
 EVICTIONS_MAX = 6
 # Minutes a pause must have lasted, with work queued half of that time, before it is a warning.
 PAUSED_MIN = 15
+# GPU starved by the host (CuzkGpuStarvedByHost): workers hold leases more than this share of
+# the time while the device runs kernels less than that share, with the GPU queue holding work
+# at least half of the window, for the duration below.
+STARVED_BUSY_MIN = dashboards.STARVED_BUSY  # one number, in the panels' descriptions too
+STARVED_DEVICE_MAX = dashboards.STARVED_DEVICE
+STARVED_QUEUE_MIN = 0.5
+STARVED_FOR = "10m"
 
 
 def memory_pressure_alert(dashboard: str) -> Rule:
@@ -358,6 +383,39 @@ def paused_with_work_alert(dashboard: str) -> Rule:
         description="{{ $value }} GPU worker(s) on {{ $labels.instance }} have been "
         f"paused (POST /v1/workers/pause) for {PAUSED_MIN} minutes while the GPU queue held "
         "work. Resume them with POST /v1/workers/resume when the maintenance is over.")
+
+
+def gpu_starved_alert(dashboard: str) -> Rule:
+    busy = "instance_device:cuzk_gpu_worker_busy:ratio_rate10m"
+    util = "instance_device:cuzk_device_utilization:ratio_avg10m"
+    return alert(
+        "CuzkGpuStarvedByHost",
+        f"{util} < {STARVED_DEVICE_MAX}\nand on ({BY}, device)\n{busy} > {STARVED_BUSY_MIN}\n"
+        f"and on ({BY})\navg_over_time(instance:cuzk_gpu_queue_nonempty:bool[10m]) >= "
+        f"{STARVED_QUEUE_MIN}\n"
+        f"and on ({BY}, device)\ncuzk_device_utilization_ratio{{{J}}}\n"
+        f"and on ({BY})\nup{{{J}}} == 1",
+        "The engine is host-bound and the GPU starves: the device's workers hold their GPU "
+        f"leases more than {STARVED_BUSY_MIN:.0%} of 10 minutes, with partitions waiting for "
+        f"them at least {STARVED_QUEUE_MIN:.0%} of that time, yet NVML says the device ran "
+        f"kernels less than {STARVED_DEVICE_MAX:.0%} of it. The lease time goes to host work "
+        "inside the GPU phase (uploads, host-side steps, waits), so more GPUs would not add "
+        "throughput. Idle workers or an empty queue cannot fire it (nothing is waiting on the "
+        "device), and neither can an engine without NVML: no utilisation series, no alert. "
+        "Only while the device answers NVML and the engine is scraped: a lost device "
+        "(CuzkDeviceLost) or an outage (CuzkTargetDown) ends it at once, not after 10 "
+        "minutes of old samples.",
+        for_=STARVED_FOR, severity="warning", dashboard=dashboard,
+        summary="Device {{ $labels.device }} on {{ $labels.instance }} runs kernels "
+        "{{ $value | humanizePercentage }} of the time while its GPU workers are busy",
+        description="Over the last 10 minutes NVML saw {{ $labels.device }} on "
+        "{{ $labels.instance }} run kernels {{ $value | humanizePercentage }} of the time "
+        f"(threshold {STARVED_DEVICE_MAX:.0%}) while its GPU workers held leases "
+        "{{ with printf `" + busy + "{job=%q, instance=%q, device=%q}` $labels.job "
+        "$labels.instance $labels.device | query }}{{ . | first | value | humanizePercentage }}"
+        "{{ end }} of it (threshold " + f"{STARVED_BUSY_MIN:.0%}) and partitions waited for "
+        "them: the engine is host-bound (uploads, host steps of the GPU phase), the GPU is "
+        "starved.")
 
 
 def alerts() -> dict[str, list[Rule]]:
@@ -433,6 +491,7 @@ def alerts() -> dict[str, list[Rule]]:
               "minutes (threshold 5%) while partitions waited in the GPU queue for at least "
               "half of that time. It is not taking work: wedged, or its device is lost."),
         paused_with_work_alert(gpu),
+        gpu_starved_alert(gpu),
         alert("CuzkGpuWorkerStuck",
               f"max by ({BY}, worker, device) (cuzk_gpu_worker_lease_age_seconds{{{J}}})\n"
               f"> on ({BY}) group_left ()\ninstance:cuzk_gpu_lease_stuck_threshold:seconds",

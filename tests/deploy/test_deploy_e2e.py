@@ -28,7 +28,9 @@ shipped rule files every second and sends alerts to Alertmanager (null receiver)
    instance:cuzk_engine_restarts:changes1h.
 4. Every PromQL query of every dashboard (panels, template variables, alert annotations)
    returns at least one non-zero sample over the run, and every recording rule returns data.
-   Skipped by name, with the reason: panels on NVML/device-budget metrics on the CPU backend,
+   The engine replays a recorded NVML series (``[telemetry] nvml_replay``), so the NVML
+   panels are checked too. Skipped by name, with the reason: device-budget panels on the CPU
+   backend,
    the collector's panels (no OpenTelemetry Collector here), the Jaeger traces panel (no
    Jaeger here), and queries on engine metrics named in docs/design.md section 5 that this engine
    does not export yet (tests/deploy/_deploy_util.py: PENDING_ENGINE_METRICS). Metric names
@@ -107,9 +109,11 @@ MUTATION = os.environ.get("CUZK_E2E_IDLE_MUTATION", "")
 NEVER = {IDLE, "CuzkGpuWorkerStuck", "CuzkJobsStuck", "CuzkMetricsMissing", "CuzkTargetAbsent",
          "CuzkTargetVanished", "CuzkRuleEvaluationFailures", "CuzkAlertNotificationsFailing",
          "CuzkMonitoringTargetDown", "CuzkDeviceLost", "CuzkEngineRestarting"}
+# The engine replays a recorded NVML series (telemetry.nvml_replay) for its "cpu" device, so the
+# NVML panels (device memory used, utilisation, lease against device) have data and are checked;
+# per-device budgets stay CUDA-only.
+NVML_RECORDING = ROOT / "tests" / "deploy" / "data" / "nvml_host_bound.json"
 GPU_ONLY_PANELS = {
-    "Device memory used": "NVML memory of a CUDA device",
-    "Device utilization": "NVML utilisation of a CUDA device",
     "Device memory budget": "per-device budgets exist only with the CUDA backend",
     "Device memory used against the budget": "NVML and per-device budgets: CUDA only",
 }
@@ -374,6 +378,8 @@ class Stack:
                     "CUZK_PROOF_KINDS_WINNING_POST_DEADLINE": "",
                     "CUZK_PROOF_KINDS_WINNING_POST_ON_DEADLINE_MISS": "continue",
                     "CUZK_PROOF_KINDS_WINNING_POST_DEADLINE_ADMISSION": "accept",
+                    # NVML samples from a recording: the device panels and rules see data.
+                    "CUZK_TELEMETRY_NVML_REPLAY": str(NVML_RECORDING),
                     "PYTHONPATH": str(ROOT), **extra})
         self.engine = _Proc([sys.executable, "-m", "cuzk.cli.main", "serve", "--config",
                              str(self._config())], self.tmp / "cuzk.log", env)

@@ -11,6 +11,13 @@ itself every second with the shipped rule files, time-compressed as in test_depl
   backlog included, and stayed quiet).
 - ``healthy``: the default budget and a steady load: memory never limits it, so
   CuzkMemoryPressure must never be active (pending included) for it.
+- ``hostbound`` (issue 26): one GPU worker kept busy by a backlog, and a recorded NVML series
+  (``tests/deploy/data/nvml_host_bound.json``, kernels running ~23% of the time) replayed as
+  its device's utilisation through ``[telemetry] nvml_replay``: the device gauges come from the
+  telemetry layer's collector exactly as a driver's would, the busy counter and the GPU queue
+  from the engine. CuzkGpuStarvedByHost must fire for it; the other two engines export no
+  NVML series (the CPU backend), so it must never be active for them, the starved engine's
+  queue of work included.
 
 Then every query of every engine dashboard runs with its Job and Instance variables set to
 "All" as Grafana expands them (the values the variable's own query lists, joined into one
@@ -48,9 +55,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 KINDS = ("winning-post", "window-post")
 STARVED_BUDGET = "15MiB"
 PRESSURE = "CuzkMemoryPressure"
+HOST_BOUND = "CuzkGpuStarvedByHost"
 FIRE_BOUND_S = 240  # 20 s window + 20 s for:, with room for a loaded 2-core machine
 STARVED_IN_FLIGHT = 30  # the deep backlog of issue 21: it diluted the old share rule
 HEALTHY_IN_FLIGHT = 2
+HOST_BOUND_IN_FLIGHT = 8  # keeps its one GPU worker's queue full
+NVML_RECORDING = Path(__file__).resolve().parent / "data" / "nvml_host_bound.json"
 
 
 class Engines:
@@ -197,48 +207,72 @@ def _dashboard_scope(prom: Prom, instances: list[str], at: float) -> tuple[int, 
     return compared, leaks
 
 
-def test_memory_pressure_fires_when_starved_and_dashboards_see_only_engines(engines):
+def test_memory_pressure_and_host_bound_fire_and_dashboards_see_only_engines(engines):
     starved = engines.engine("starved", CUZK_ENGINE_MEMORY_BUDGET_BYTES=STARVED_BUDGET)
     healthy = engines.engine("healthy")
-    for inst in (starved, healthy):  # load (or first generate) the keys before the clock
+    hostbound = engines.engine("hostbound", CUZK_TELEMETRY_NVML_REPLAY=str(NVML_RECORDING),
+                               CUZK_ENGINE_GPU_WORKERS_PER_DEVICE="1")
+    for inst in (starved, healthy, hostbound):  # load (or first generate) the keys first
         for kind in KINDS:
             _http(f"http://{inst}/v1/keys/{kind}/preload", {}, timeout=150)
     prom = engines.monitor()
     t0 = time.time()
-    counters = {starved: [0], healthy: [0]}
-    jobs: dict[str, list[str]] = {starved: [], healthy: []}
+    load = {starved: STARVED_IN_FLIGHT, healthy: HEALTHY_IN_FLIGHT,
+            hostbound: HOST_BOUND_IN_FLIGHT}
+    counters = {inst: [0] for inst in load}
+    jobs: dict[str, list[str]] = {inst: [] for inst in load}
+    fired_at: dict[str, float] = {}
+
+    def firing(alert: str, inst: str) -> bool:
+        return any(s["metric"].get("instance") == inst and s["metric"]["alertstate"] == "firing"
+                   for s in prom.query(f'ALERTS{{alertname="{alert}"}}'))
 
     def fired() -> bool:
-        jobs[starved] = _keep_in_flight(f"http://{starved}", jobs[starved], STARVED_IN_FLIGHT,
-                                        counters[starved])
-        jobs[healthy] = _keep_in_flight(f"http://{healthy}", jobs[healthy], HEALTHY_IN_FLIGHT,
-                                        counters[healthy])
-        return any(s["metric"].get("instance") == starved
-                   and s["metric"]["alertstate"] == "firing"
-                   for s in prom.query(f'ALERTS{{alertname="{PRESSURE}"}}'))
+        for inst, n in load.items():
+            jobs[inst] = _keep_in_flight(f"http://{inst}", jobs[inst], n, counters[inst])
+        for alert, inst in ((PRESSURE, starved), (HOST_BOUND, hostbound)):
+            if alert not in fired_at and firing(alert, inst):
+                fired_at[alert] = time.time() - t0
+        return len(fired_at) == 2
 
     def figures(inst: str) -> dict[str, float | None]:
         sel = f'{{instance="{inst}"}}'
-        return {r: prom.scalar(f"max_over_time({r}{sel}[{int(time.time() - t0) + 1}s])")
-                for r in ("instance:cuzk_memory_waiting:avg_rate10m",
-                          "instance:cuzk_gpu_worker_busy:ratio_rate10m")}
+        window = f"[{int(time.time() - t0) + 1}s]"
+        out = {r: prom.scalar(f"max_over_time({r}{sel}{window})")
+               for r in ("instance:cuzk_memory_waiting:avg_rate10m",
+                         "instance:cuzk_gpu_worker_busy:ratio_rate10m",
+                         "instance_device:cuzk_gpu_worker_busy:ratio_rate10m",
+                         "instance:cuzk_gpu_queue_nonempty:ratio5m")}
+        out["device utilisation (min)"] = prom.scalar(
+            f"min_over_time(instance_device:cuzk_device_utilization:ratio_avg10m{sel}{window})")
+        return out
+
+    def report() -> str:
+        return (f"starved: {figures(starved)} healthy: {figures(healthy)} hostbound: "
+                f"{figures(hostbound)}; fired (s after start): {fired_at}; jobs submitted: "
+                f"{ {k: v[0] for k, v in counters.items()} }")
 
     try:
-        _wait_for(f"{PRESSURE} to fire for the starved engine", fired, FIRE_BOUND_S,
-                  interval=1.0, procs=engines.procs)
+        _wait_for(f"{PRESSURE} to fire for the starved engine and {HOST_BOUND} for the "
+                  "host-bound one", fired, FIRE_BOUND_S, interval=1.0, procs=engines.procs)
     except BaseException:
-        print("starved:", figures(starved), "healthy:", figures(healthy))
+        print(report())
         raise
     end = time.time()
-    print("starved:", figures(starved), "healthy:", figures(healthy),
-          f"fired after {end - t0:.0f} s; jobs submitted:",
-          {k: v[0] for k, v in counters.items()})
+    print(report())
     healthy_alerts = [s for s in prom.query_range(f'ALERTS{{alertname="{PRESSURE}"}}', t0, end)
                       if s["metric"].get("instance") == healthy]
     assert not healthy_alerts, f"{PRESSURE} active for the healthy engine: {healthy_alerts}"
     assert counters[healthy][0] >= HEALTHY_IN_FLIGHT + 2, "the healthy engine proved nothing"
+    # The replayed device is the engine's own (the CPU backend's "cpu"), the label its workers'
+    # busy series carry: the alert names it. Without NVML (the other two) nothing is guessed.
+    (alert,) = [s["metric"] for s in prom.query(f'ALERTS{{alertname="{HOST_BOUND}"}}')]
+    assert (alert["instance"], alert["device"]) == (hostbound, "cpu"), alert
+    others = {s["metric"].get("instance")
+              for s in prom.query_range(f'ALERTS{{alertname="{HOST_BOUND}"}}', t0, end)}
+    assert others == {hostbound}, f"{HOST_BOUND} active for engines without NVML: {others}"
 
-    compared, leaks = _dashboard_scope(prom, sorted((starved, healthy)), time.time() - 5)
+    compared, leaks = _dashboard_scope(prom, sorted(load), time.time() - 5)
     assert compared >= 60, compared
     assert not leaks, "panels that count targets other than the engines:\n" + "\n".join(
         map(str, leaks))

@@ -49,3 +49,22 @@ def test_a_configured_bn128_circuit_without_a_key_stops_the_start(tmp_path: Path
         assert server.wait(30) == 2
     assert "refusing to start: proof kind tiny:" in server.output
     assert "compiled for bn128" in server.output and "Traceback" not in server.output
+
+
+def test_a_bad_nvml_recording_stops_the_start_with_the_reason(tmp_path: Path) -> None:
+    """telemetry.nvml_replay names a recording the server cannot use: one line naming the key
+    and what is wrong, before anything is opened; never a traceback."""
+    bad = tmp_path / "nvml.json"
+    bad.write_text('{"format": "cuzk-nvml-recording/1", "interval_s": 1, "devices": '
+                   '{"cpu": {"utilization_percent": [120], "memory_used_bytes": [1]}}}')
+    env = serve_env(tmp_path / "journal.sqlite3", KEYS_DIR,
+                    CUZK_TELEMETRY_NVML_REPLAY=str(bad))
+    with ServeProcess(env) as server:
+        with pytest.raises(ServeFailed):
+            server.start(timeout=120)
+        assert server.wait(30) == 2
+    lines = [line for line in server.output.splitlines() if line.strip()]
+    assert lines == [f"cuzk serve: refusing to start: telemetry.nvml_replay: {bad}: "
+                     "devices.cpu.utilization_percent must be a non-empty list of numbers in "
+                     "0..100"], server.output
+    assert not (tmp_path / "journal.sqlite3").exists()

@@ -78,3 +78,115 @@ def test_pci_bus_id_forms_agree():
     assert parse_pci_bus_id("0000:3B:00.0") == parse_pci_bus_id(b"00000000:3b:00.0\x00")
     assert parse_pci_bus_id("3b:00.0") == (0, 0x3B, 0, 0)
     assert parse_pci_bus_id("GPU-1234") is None
+
+
+# ---------------------------------------------------------------------------------------------
+# A recording in place of the driver (telemetry.nvml_replay)
+
+
+def _recording(tmp_path, devices: dict, interval: float = 1.0):
+    import json
+
+    path = tmp_path / "nvml.json"
+    path.write_text(json.dumps({"format": "cuzk-nvml-recording/1", "interval_s": interval,
+                                "devices": devices}))
+    return path
+
+
+def test_replay_exports_the_recorded_samples_in_time_for_the_engines_devices(tmp_path):
+    from cuzk.telemetry.nvml import register_nvml_replay
+
+    path = _recording(tmp_path, {
+        "cpu": {"utilization_percent": [23, 19, 27], "memory_used_bytes": [10, 20, 30]},
+        "cuda:7": {"utilization_percent": [90], "memory_used_bytes": [1]},  # not this engine's
+    })
+    now = [100.0]
+    registry = CollectorRegistry()
+    assert register_nvml_replay(registry, ["cpu"], path, clock=lambda: now[0]) == ["cpu"]
+    seen = []
+    for t in (0.0, 1.2, 2.5, 3.1):  # one sample per interval_s, looping
+        now[0] = 100.0 + t
+        seen.append((_values(registry, "cuzk_device_utilization_ratio"),
+                     _values(registry, "cuzk_device_memory_used_bytes")))
+    assert seen == [({"cpu": 0.23}, {"cpu": 10}), ({"cpu": 0.19}, {"cpu": 20}),
+                    ({"cpu": 0.27}, {"cpu": 30}), ({"cpu": 0.23}, {"cpu": 10})]
+
+
+def test_replay_of_devices_the_engine_lacks_registers_nothing(tmp_path):
+    from cuzk.telemetry.nvml import register_nvml_replay
+
+    path = _recording(tmp_path, {"cuda:0": {"utilization_percent": [5],
+                                            "memory_used_bytes": [1]}})
+    registry = CollectorRegistry()
+    assert register_nvml_replay(registry, ["cpu"], path) == []
+    assert list(registry.collect()) == []
+
+
+def test_bad_recordings_are_refused_with_the_reason(tmp_path):
+    import pytest
+
+    from cuzk.telemetry.nvml import load_recording
+
+    with pytest.raises(ValueError, match="cannot read"):
+        load_recording(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    with pytest.raises(ValueError, match="not JSON"):
+        load_recording(bad)
+    bad.write_text('{"devices": {}}')
+    with pytest.raises(ValueError, match="not an NVML recording"):
+        load_recording(bad)
+    with pytest.raises(ValueError, match="interval_s"):
+        load_recording(_recording(tmp_path, {"cpu": {}}, interval=0))
+    with pytest.raises(ValueError, match=r"devices.cpu.utilization_percent .*0..100"):
+        load_recording(_recording(tmp_path, {"cpu": {"utilization_percent": [101],
+                                                     "memory_used_bytes": [1]}}))
+    with pytest.raises(ValueError, match=r"devices\.cpu\.memory_used_bytes"):
+        load_recording(_recording(tmp_path, {"cpu": {"utilization_percent": [1]}}))
+
+
+def test_engine_metrics_export_a_replay_beside_the_engine_series(tmp_path):
+    """EngineMetrics with nvml_replay: the device gauges carry the engine's device label, the
+    one its workers' busy series carry, so rules can join them on device."""
+    from cuzk.engine import Engine
+    from cuzk.engine.settings import EngineSettings
+    from cuzk.telemetry.metrics import EngineMetrics
+    from cuzk.testing import ScriptedProver
+
+    path = _recording(tmp_path, {"cpu": {"utilization_percent": [23],
+                                         "memory_used_bytes": [1 << 30]}})
+    engine = Engine(EngineSettings(proof_kinds={}), ScriptedProver({}))
+    metrics = EngineMetrics(engine, nvml_replay=path)
+    try:
+        text = metrics.render()[0].decode()
+    finally:
+        metrics.close()
+    assert 'cuzk_device_utilization_ratio{device="cpu"} 0.23' in text
+    assert 'cuzk_gpu_worker_busy_seconds_total{device="cpu",worker="cpu-0"}' in text
+
+
+# ---------------------------------------------------------------------------------------------
+# Sampling for cuzk bench engine
+
+
+def test_sampler_means_per_device_and_none_without_nvml():
+    from cuzk.telemetry.nvml import UtilizationSampler
+
+    nvml = FakeNvml([("00000000:3B:00.0", 1, 10), ("00000000:C1:00.0", 1, 30)])
+    sampler = UtilizationSampler.open(FakeProver(), nvml=nvml, period_s=0.01)
+    assert sampler is not None
+    sampler.start()
+    nvml.devices[1] = ("00000000:C1:00.0", 1, 50)  # cuda:0 busier for the later samples
+    sampler.stop()
+    means = sampler.means()
+    assert means["cuda:1"] == 0.1 and 0.3 <= means["cuda:0"] <= 0.5
+    assert set(means) == {"cuda:0", "cuda:1"}  # cuda:2 has no bus id: not sampled, not guessed
+
+    class CpuProver:
+        devices = ("cpu",)
+
+        def device_pci_bus_id(self, device: str) -> None:
+            return None
+
+    assert UtilizationSampler.open(CpuProver(), nvml=nvml) is None
+    assert UtilizationSampler.open(FakeProver(), nvml=FakeNvml([])) is None
