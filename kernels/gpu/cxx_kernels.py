@@ -154,7 +154,11 @@ class DeviceKernels:
         cargs = [np.uint32(n_threads)]
         cargs += [a if hasattr(a, "data") and hasattr(a, "device") else np.uint32(int(a))
                   for a in args]
-        self._fns[name]((blocks,), (BLOCK,), tuple(cargs), stream=self._stream)
+        if self._stream is None:
+            self._fns[name]((blocks,), (BLOCK,), tuple(cargs))
+            return
+        with self._stream:                  # RawModule functions launch on the current stream
+            self._fns[name]((blocks,), (BLOCK,), tuple(cargs))
 
     def synchronize(self) -> None:
         if self._stream is not None:

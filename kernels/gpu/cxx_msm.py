@@ -95,7 +95,7 @@ def combine_windows(curve: Curve, sums: np.ndarray, c: int) -> Any:
 def _starts(xp: Any, counts: Any) -> Any:
     """[0, cumsum(counts)] as uint32 (groups' first index)."""
     out = xp.zeros(counts.shape[0] + 1, dtype=np.uint32)
-    xp.cumsum(counts, dtype=np.uint32, out=out[1:])
+    out[1:] = xp.cumsum(counts, dtype=np.uint32)
     return out
 
 
@@ -193,7 +193,9 @@ class CxxMsm:
         self._step("accumulate")
         del records, offsets
         per_bucket = int(xp.diff(cstart).max())
-        parts, pstart = self._reduce(curve, parts, cstart, nb, per_bucket)
+        held = [parts, cstart]                # _reduce owns them: each round frees the last
+        del parts, cstart
+        parts, pstart = self._reduce(curve, held, nb, per_bucket)
         self._step("reduce")
         seg = min(SEG, half)
         nseg = nwin * (half // seg)
@@ -202,16 +204,19 @@ class CxxMsm:
         self._step("segments")
         del parts, pstart
         per_win = half // seg
-        wstart = xp.arange(nwin + 1, dtype=np.uint32) * np.uint32(per_win)
-        sums, _ = self._reduce(curve, segs, wstart, nwin, per_win)
+        held = [segs, xp.arange(nwin + 1, dtype=np.uint32) * np.uint32(per_win)]
+        del segs
+        sums, _ = self._reduce(curve, held, nwin, per_win)
         self._step("windows")
         return sums, c
 
-    def _reduce(self, curve: Curve, parts: Any, pstart: Any, ngroups: int,
+    def _reduce(self, curve: Curve, held: list[Any], ngroups: int,
                 most: int) -> tuple[Any, Any]:
-        """Sum XYZZ ``parts`` grouped by ``pstart`` (ngroups + 1 starts) until every group has
-        at most one; ``most`` is the largest group's size."""
+        """Sum XYZZ parts grouped by starts (``held = [parts, starts]``, ngroups + 1 starts,
+        handed over so that each round's input is freed once the next exists) until every group
+        has at most one; ``most`` is the largest group's size."""
         xp, k = self.xp, self.k
+        parts, pstart = held.pop(0), held.pop(0)
         while most > 1:
             n2 = xp.diff(pstart)
             n2 += np.uint32(RED_CHUNK - 1)

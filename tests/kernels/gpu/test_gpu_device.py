@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from py_arkworks_bls12381 import G1Point, Scalar
+from py_arkworks_bls12381 import G1Point, G2Point, Scalar
 
 from cuzk.curves import BLS12_381
 from cuzk.errors import CuzkError
@@ -24,6 +24,7 @@ from cuzk.prover.cuda_backend import (
     cuda_device_count,
     cuda_unavailable_reason,
 )
+from cuzk.prover.points import g2_to_mont_array
 from kernels import qap
 from kernels.field import FR, ints_to_array
 from kernels.gpu import cxx_msm
@@ -131,8 +132,11 @@ def _fake_key(m: int, log_n: int, seed: int = 1):
     pts = [gen * Scalar(rng.randrange(1, R)) for _ in range(m)]
     arr = g1_to_affine_mont(pts)
     sections = {"A": arr, "B1": arr[::-1].copy(), "C": arr[: m // 2].copy(), "H": arr[: 1 << log_n]}
+    b2 = g2_to_mont_array(BLS12_381, [G2Point() * Scalar(rng.randrange(1, R)) for _ in range(8)])
+    b2 = np.ascontiguousarray(np.resize(b2, (m, *b2.shape[1:])))
     key = SimpleNamespace(path="fake.zkey", sizes=SimpleNamespace(domain_size=1 << log_n),
-                          g1_section_array=lambda s: sections[s])
+                          g1_section_array=lambda s: sections[s],
+                          g2_section_array=lambda s="B2": b2)
     return key, pts, sections
 
 
@@ -156,6 +160,7 @@ def test_device_msm_matches_arkworks(backend, section):
     expected = backend.key_device_bytes(key)               # before the upload: from the host
     nbytes = backend.upload_key(key)
     assert nbytes == expected == (sum(s.nbytes for s in sections.values())
+                                  + key.g2_section_array().nbytes        # B2, resident too
                                   + cuda_backend.ntt_table_bytes(1 << 9))
     assert backend.upload_key(key) == nbytes           # resident: no second upload
     m = sections[section].shape[0]
@@ -203,9 +208,13 @@ def test_device_gpu_phase_matches_arkworks(backend):
              "B1": [ident if i % 4 == 1 else p for i, p in enumerate(pts[1:n_vars + 1])],
              "C": pts[2:n_vars - n_public + 1], "H": pts[n_vars:]}
     sections = {s: g1_to_affine_mont(p) for s, p in group.items()}
+    g2 = [G2Point() * Scalar(rng.randrange(1, R)) for _ in range(16)]
+    b2_pts = [G2Point.identity() if i % 5 == 2 else g2[i % 16] for i in range(n_vars)]
+    b2 = g2_to_mont_array(BLS12_381, b2_pts)
     key = SimpleNamespace(path="g.zkey",
                           sizes=SimpleNamespace(domain_size=n, n_vars=n_vars, n_public=n_public),
-                          g1_section_array=lambda s: sections[s])
+                          g1_section_array=lambda s: sections[s],
+                          g2_section_array=lambda s="B2": b2)
     w_ints = [1] + [rng.randrange(R) for _ in range(n_vars - 1)]
     a, b, c = _rand_mont(n, 21), _rand_mont(n, 22), _rand_mont(n, 23)
     got = backend.device_gpu_phase(key, a, b, c, ints_to_array(w_ints, 8))
@@ -215,7 +224,8 @@ def test_device_gpu_phase_matches_arkworks(backend):
         return G1Point.multiexp_unchecked(list(p), [Scalar(x) for x in ints])
 
     assert got == (ark(group["A"], w_ints), ark(group["B1"], w_ints),
-                   ark(group["C"], w_ints[n_public + 1:]), ark(group["H"], h_ints))
+                   ark(group["C"], w_ints[n_public + 1:]), ark(group["H"], h_ints),
+                   G2Point.multiexp_unchecked(b2_pts, [Scalar(x) for x in w_ints]))
     backend.drop_key(key)
 
 
@@ -272,8 +282,9 @@ def test_device_two_lanes_run_their_gpu_phases_at_once(backend):
     for i in range(2):
         w_ints, a, b, c = inputs[i]
         h_ints = FR.to_ints(qap.h_evaluations(a, b, c, 8))
-        assert results[i] == (ark(group["A"], w_ints), ark(group["B1"], w_ints),
-                              ark(group["C"], w_ints[4:]), ark(group["H"], h_ints))
+        assert results[i][:4] == (ark(group["A"], w_ints), ark(group["B1"], w_ints),
+                                  ark(group["C"], w_ints[4:]), ark(group["H"], h_ints))
+        assert results[i][4] == key.msm_b2(ints_to_array(w_ints, 8))
     backend.drop_key(key)
 
 
@@ -296,26 +307,30 @@ def test_device_cxx_field_ops_match_integers(cxx_kernels):
     cxx_cases.check_fq2_ops(cxx_kernels)
 
 
-@pytest.mark.parametrize("group", ["g1", "g2"])
-def test_device_cxx_field_ops_match_the_host_twin_at_scale(cxx_kernels, group):
-    """2^16 random elements (every limb pattern below p): the carry chains against the host
-    twin's 64-bit products, bit for bit."""
+def test_device_cxx_fq_ops_at_scale(cxx_kernels):
+    """2^16 random elements (every limb pattern below p): the device's multiply, add, subtract
+    and square against Python integers, bit for bit (results fully reduced)."""
     import cupy
 
-    from kernels.gpu.cxx_kernels import host_kernels
-
-    words = 12 if group == "g1" else 24
-    n = 1 << 16
+    p, words, n = BLS12_381.q, 12, 1 << 16
     rng = np.random.default_rng(5)
     a, b = (rng.integers(0, 1 << 32, size=(n, words), dtype=np.uint64).astype(np.uint32)
             for _ in range(2))
     for x in (a, b):
-        x.reshape(-1, 12)[:, 11] %= 0x1A0111EA              # below p's top limb: < p
+        x[:, 11] %= 0x1A0111EA                              # below p's top limb: < p
     dev = cupy.zeros((4, n, words), dtype=np.uint32)
-    cxx_kernels.launch(f"{group}_field_ops", n, n, cupy.asarray(a), cupy.asarray(b), dev)
-    host = np.zeros((4, n, words), dtype=np.uint32)
-    host_kernels().launch(f"{group}_field_ops", n, n, a, b, host)
-    assert np.array_equal(dev.get(), host)
+    cxx_kernels.launch("g1_field_ops", n, n, cupy.asarray(a), cupy.asarray(b), dev)
+    got = dev.get()
+    rinv = pow(1 << 384, -1, p)
+
+    def ints(rows):
+        return [int.from_bytes(r.tobytes(), "little") for r in rows]
+
+    ai, bi = ints(a), ints(b)
+    assert ints(got[0]) == [x * y * rinv % p for x, y in zip(ai, bi, strict=True)]
+    assert ints(got[1]) == [(x + y) % p for x, y in zip(ai, bi, strict=True)]
+    assert ints(got[2]) == [(x - y) % p for x, y in zip(ai, bi, strict=True)]
+    assert ints(got[3]) == [x * x * rinv % p for x in ai]
 
 
 @pytest.mark.parametrize("curve", [cxx_msm.G1, cxx_msm.G2], ids=["g1", "g2"])
