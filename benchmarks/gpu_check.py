@@ -602,7 +602,8 @@ def section_scale(backend: Any, logs: list[int], work_dir: Path, deadline: float
     cpu = CpuBackend()
     out: dict[str, Any] = {}
     for k in logs:
-        need = 30 * 4 ** max(0, k - 18)          # seconds, from 2^18 on a 16-core host (rough)
+        # seconds: 2^18 took 20 s on a 16-core H200 host (keygen 15 s), about 4x per 2 bits
+        need = 25 * 4 ** max(0, k - 18)
         left = deadline - time.monotonic()
         if left < need:
             out[f"2^{k}"] = {"not_run": f"{left:.0f}s left, about {need}s needed"}

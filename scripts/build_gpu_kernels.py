@@ -166,6 +166,18 @@ def build(out: Path, jobs: int, names: list[str] | None = None,
     return manifest
 
 
+def rebuild_cxx(out: Path, jobs: int, variants: list[str]) -> dict:
+    """Replace the C++ kernels of the bundle at ``out`` (its numba part checked, kept)."""
+    manifest = json.loads((out / "manifest.json").read_text())
+    if manifest.get("source_sha256") != aot.source_hash():
+        raise SystemExit(f"{out}: its numba kernels were built from other sources; "
+                         "rebuild the whole bundle")
+    shutil.rmtree(out / "cxx", ignore_errors=True)
+    manifest["cxx"] = build_cxx(out, variants, jobs)
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    return manifest
+
+
 def ptx_isa(text: str) -> str:
     from kernels.gpu.runtime import ptx_isa_version
 
@@ -182,12 +194,18 @@ def main() -> int:
                     help="exit 1 when a kernel spills or exceeds its stack budget")
     ap.add_argument("--cxx-variants", default=",".join(cxx_kernels.VARIANTS),
                     help="C++ field-multiply variants to compile (default: all)")
+    ap.add_argument("--cxx-only", action="store_true",
+                    help="rebuild only the C++ kernels of an existing bundle OUT (its numba "
+                         "kernels must match this tree)")
     args = ap.parse_args()
     names = [n for n in args.kernels.split(",") if n] or None
     variants = [v for v in args.cxx_variants.split(",") if v]
     for v in variants:
         cxx_kernels.variant_defines(v)
-    manifest = build(Path(args.out), args.jobs, names, variants)
+    if args.cxx_only:
+        manifest = rebuild_cxx(Path(args.out), args.jobs, variants)
+    else:
+        manifest = build(Path(args.out), args.jobs, names, variants)
     problems = [p for n, k in manifest["kernels"].items()
                 for p in ptx.budget_problems(n, k["resources"])]
     problems += [p for v, e in manifest["cxx"]["variants"].items()

@@ -10,8 +10,9 @@ are passed as pointers, integers as u32):
   compiler into a shared library (cached by source hash) and called through ctypes. The CPU
   tests check the kernels' arithmetic and the MSM driver against arkworks with it.
 
-Two variants of the field multiply (``field.cuh``): ``ptx`` (carry chains, the device default)
-and ``portable`` (64-bit products, what the host twin always runs). The device check times both.
+Variants (``field.cuh``, ``xyzz.cuh``): ``ptx`` (carry chains, the device default), ``portable``
+(64-bit products, what the host twin always runs) and ``ptx-inline`` (the bucket loop's mixed
+addition inlined into the accumulation kernels). The device check times each.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import numpy as np
 CUDA_DIR = Path(__file__).resolve().parent / "cuda"
 SOURCE = CUDA_DIR / "msm.cu"
 HEADERS = ("field.cuh", "bls12_381.cuh", "xyzz.cuh")
-VARIANTS = ("ptx", "portable")
+VARIANTS = ("ptx", "portable", "ptx-inline")
 VARIANT_ENV = "CUZK_GPU_FIELD"          # ptx (default) | portable
 ARCH = "sm_90"
 BLOCK = 128
@@ -61,7 +62,8 @@ def source_hash() -> str:
 def variant_defines(variant: str) -> list[str]:
     if variant not in VARIANTS:
         raise CxxKernelError(f"unknown field variant {variant!r} (one of {', '.join(VARIANTS)})")
-    return ["-DCUZK_PORTABLE_FIELD"] if variant == "portable" else []
+    return {"ptx": [], "portable": ["-DCUZK_PORTABLE_FIELD"],
+            "ptx-inline": ["-DCUZK_INLINE_MADD"]}[variant]
 
 
 def configured_variant() -> str:

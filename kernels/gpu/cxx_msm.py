@@ -23,7 +23,8 @@ from kernels.gpu.msm import SCALAR_BITS, choose_window, num_windows
 
 ACC_CHUNK = 64      # records (mixed additions) per thread in bucket accumulation
 RED_CHUNK = 8       # XYZZ sums per thread in each reduction round
-SEG = 32            # buckets per thread in the window reduction
+SEG = 32            # at most this many buckets per thread in the window reduction
+SEG_THREADS = 1 << 16   # ... fewer when that leaves the device fewer threads than this
 POOL_ROUND = 512    # CuPy's pool hands out blocks in multiples of 512 bytes
 SCRATCH_BYTES = 1 << 20   # CuPy's own scan and reduction temporaries (block partials), bounded
 
@@ -99,6 +100,16 @@ def _starts(xp: Any, counts: Any) -> Any:
     return out
 
 
+def segment_size(half: int, nwin: int) -> int:
+    """Buckets per thread in the window reduction: SEG, halved while that leaves fewer than
+    SEG_THREADS threads (each thread's chain of additions is serial: short chains on many
+    threads keep the device busy), at least 2; a power of two dividing ``half``."""
+    seg = min(SEG, half)
+    while seg > 2 and nwin * (half // seg) < SEG_THREADS:
+        seg //= 2
+    return seg
+
+
 def _round_up(n: int) -> int:
     return -(-n // POOL_ROUND) * POOL_ROUND
 
@@ -122,7 +133,7 @@ def device_bytes_phases(m: int, curve: Curve = G1, c: int | None = None,
     pt = curve.xyzz_words * 4
     parts = n // ACC_CHUNK + nb
     parts2 = parts // RED_CHUNK + nb
-    nseg = nwin * ((1 << (c - 1)) // min(SEG, 1 << (c - 1)))
+    nseg = nwin * ((1 << (c - 1)) // segment_size(1 << (c - 1), nwin))
     r = _round_up
     scalars, u32b, u32b1 = r(m * 32), r(nb * 4), r((nb + 1) * 4)
     phases = {
@@ -197,16 +208,13 @@ class CxxMsm:
         del parts, cstart
         parts, pstart = self._reduce(curve, held, nb, per_bucket)
         self._step("reduce")
-        seg = min(SEG, half)
+        seg = segment_size(half, nwin)
         nseg = nwin * (half // seg)
         segs = xp.empty((nseg, xw), dtype=np.uint32)
         k.launch(f"{curve.name}_segments", nseg, parts, pstart, half, seg, segs)
         self._step("segments")
         del parts, pstart
-        per_win = half // seg
-        held = [segs, xp.arange(nwin + 1, dtype=np.uint32) * np.uint32(per_win)]
-        del segs
-        sums, _ = self._reduce(curve, held, nwin, per_win)
+        sums = self._reduce_uniform(curve, segs, nwin, half // seg)
         self._step("windows")
         return sums, c
 
@@ -230,6 +238,20 @@ class CxxMsm:
             parts, pstart = out, nstart
             most = -(-most // RED_CHUNK)
         return parts, pstart
+
+    def _reduce_uniform(self, curve: Curve, parts: Any, ngroups: int, per: int) -> Any:
+        """Sum ``parts`` in ngroups consecutive groups of ``per`` each, to one per group: the
+        sizes are known here, so no round waits for the device."""
+        xp, k = self.xp, self.k
+        while per > 1:
+            n2 = -(-per // RED_CHUNK)
+            pstart = xp.arange(ngroups + 1, dtype=np.uint32) * np.uint32(per)
+            nstart = xp.arange(ngroups + 1, dtype=np.uint32) * np.uint32(n2)
+            out = xp.empty((ngroups * n2, curve.xyzz_words), dtype=np.uint32)
+            k.launch(f"{curve.name}_reduce", ngroups * n2, parts, pstart, nstart, ngroups,
+                     RED_CHUNK, out)
+            parts, per = out, n2
+        return parts
 
     def msm(self, curve: Curve, points: Any, scalars: Any, c: int | None = None,
             scalar_bits: int = SCALAR_BITS) -> Any:

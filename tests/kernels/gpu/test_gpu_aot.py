@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernels.gpu import aot
+from kernels.gpu import aot, cxx_kernels
 from kernels.gpu.launch import Executor
 from kernels.gpu.runtime import Target, cpu_target
 
@@ -58,8 +58,33 @@ def _fake_bundle(path: Path) -> Path:
             "ptx": "k.ptx", "ptx_sha256": aot.sha256_bytes((path / "k.ptx").read_bytes()),
             "cubin": "k.cubin", "cubin_sha256": aot.sha256_bytes(b"\x7fELF fake")}},
     }
+    (path / "cxx").mkdir()
+    (path / "cxx" / "msm_ptx.cubin").write_bytes(b"\x7fELF cxx")
+    manifest["cxx"] = {"source_sha256": cxx_kernels.source_hash(), "variants": {"ptx": {
+        "cubin": "cxx/msm_ptx.cubin", "cubin_sha256": aot.sha256_bytes(b"\x7fELF cxx"),
+        "resources": {}}}}
     (path / "manifest.json").write_text(json.dumps(manifest))
     return path
+
+
+def test_cxx_kernels_are_verified_like_the_others(tmp_path, monkeypatch):
+    """The C++ cubins: missing, corrupt, or built from other C++ sources is refused."""
+    path = _fake_bundle(tmp_path / "b")
+    (path / "cxx" / "msm_ptx.cubin").write_bytes(b"\x7fELF changed")
+    with pytest.raises(aot.KernelBundleError, match=r"C\+\+ kernels \(ptx\).*SHA-256"):
+        aot.load_bundle(path)
+    (path / "cxx" / "msm_ptx.cubin").unlink()
+    with pytest.raises(aot.KernelBundleError, match="missing"):
+        aot.load_bundle(path)
+    path = _fake_bundle(tmp_path / "c")
+    monkeypatch.setattr(cxx_kernels, "source_hash", lambda: "0" * 64)   # sources edited
+    with pytest.raises(aot.KernelBundleError, match="C\+\+ kernels were built from other"):
+        aot.load_bundle(path)
+    manifest = json.loads((path / "manifest.json").read_text())
+    del manifest["cxx"]
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(aot.KernelBundleError, match="has no C\+\+ kernels"):
+        aot.load_bundle(path)
 
 
 def test_bundle_loads_when_hashes_match(tmp_path):

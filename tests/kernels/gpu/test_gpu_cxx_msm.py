@@ -206,3 +206,32 @@ def test_memory_estimate_bounds_every_phase():
         assert all(g2[k] >= g1[k] for k in g1)
         assert cxx_msm.device_bytes_estimate(m) == max(g1.values())
     assert cxx_msm.device_bytes_estimate(1 << 20) > cxx_msm.device_bytes_estimate(1 << 16)
+
+
+@pytest.mark.parametrize("curve", [G1, G2], ids=["g1", "g2"])
+@pytest.mark.parametrize("acc_chunk", [4, 64])
+def test_memory_estimate_bounds_what_the_driver_allocates(kernels, curve, acc_chunk, monkeypatch):
+    """Every array one MSM allocates (NumPy here, traced by tracemalloc the way the device pool
+    counts its blocks) fits the estimate's arrays (the estimate less CuPy's own scratch, less
+    the caller's scalars), and the estimate is not loose beyond a small factor. Full-size
+    scalars leave no zero digit: the record count is the bound the estimate assumes. Small
+    chunks force reduction rounds (each round's input is freed once the next exists)."""
+    import tracemalloc
+
+    monkeypatch.setattr(cxx_msm, "ACC_CHUNK", acc_chunk)
+    m = 1 << 11
+    rng = np.random.default_rng(1)
+    rows, _, _ = _case(curve, 4, [1, 2, 3, 4], seed=3)
+    points = np.ascontiguousarray(np.tile(rows, (m // 4, 1)))
+    sc = rng.integers(0, 1 << 32, size=(m, 8), dtype=np.uint64).astype(np.uint32)
+    sc[:, 7] &= 0x3FFFFFFF
+    eng = CxxMsm(kernels)
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        eng.window_sums(curve, points, sc)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    arrays = cxx_msm.device_bytes_estimate(m, curve) - cxx_msm.SCRATCH_BYTES - m * 32
+    assert peak <= arrays <= 3 * peak, (peak, arrays)
