@@ -299,14 +299,14 @@ def _msm_inputs(rows: np.ndarray, sc_period: np.ndarray, m: int,
 
 def section_msm(rt: Any, sizes: list[int], repeats: int, period: int = PERIOD,
                 g2_max_log: int = 20, g2_period: int = 1 << 12) -> dict[str, Any]:
-    """G1: the C++ kernels (each field variant) and the numba kernels side by side, per size;
-    G2: the C++ kernels (ptx variant, or the host twin on the CPU runtime) up to 2^g2_max_log."""
+    """G1: the C++ kernels, each variant of the bundle side by side, per size, with each step's
+    time; G2: the C++ kernels (the first variant, or the host twin on the CPU runtime) up to
+    2^g2_max_log. (The numba MSM these replaced measured 13.7 / 23.8 / 55.8 / 193.2 ms at
+    2^16 / 2^18 / 2^20 / 2^22 in the same run as docs/figures/gpu-check-2026-12-04.json.)"""
     from py_arkworks_bls12381 import G1Point, G2Point, Scalar
 
     from cuzk.prover.msm import msm as cpu_msm
     from kernels.gpu import cxx_msm
-    from kernels.gpu.msm import MsmEngine, choose_window
-    from kernels.gpu.msm import combine_windows as numba_combine
 
     period = min(period, 1 << max(sizes))
     t0 = time.perf_counter()
@@ -327,7 +327,6 @@ def section_msm(rt: Any, sizes: list[int], repeats: int, period: int = PERIOD,
             refs[(group, p)] = cpu_msm(src[:p], sc_period[:p], ident)
         return refs[(group, p)]
 
-    numba = MsmEngine(rt.ex)
     variants = rt.cxx_variants()
     xp = rt.xp
     res: dict[str, Any] = {}
@@ -336,7 +335,7 @@ def section_msm(rt: Any, sizes: list[int], repeats: int, period: int = PERIOD,
             m = 1 << log_m
             d_pts, d_sc, p = _msm_inputs(rows, sc_period, m, xp)
             want = reference("g1", p) * Scalar(m // p)
-            entry: dict[str, Any] = {"window": choose_window(m), "distinct_points": p}
+            entry: dict[str, Any] = {"window": cxx_msm.choose_window(m), "distinct_points": p}
             for variant in variants:
                 eng = cxx_msm.CxxMsm(rt.cxx_kernels(variant))
                 with rt.step() as mem:
@@ -358,13 +357,7 @@ def section_msm(rt: Any, sizes: list[int], repeats: int, period: int = PERIOD,
                 print(f"MSM G1 2^{log_m} C++ {variant}: {_ms(t)} (match={v['match']}) "
                       f"steps {v['steps_ms']}", flush=True)
                 del sums
-            (nsums, nc), t = rt.timed(lambda d_pts=d_pts, d_sc=d_sc: numba.window_sums(d_pts,
-                                                                                      d_sc),
-                                      repeats)
-            entry["numba"] = {**t, "match": bool(numba_combine(rt.host(nsums), nc) == want)}
-            print(f"MSM G1 2^{log_m} numba: {_ms(t)} (match={entry['numba']['match']})",
-                  flush=True)
-            del d_pts, d_sc, nsums
+            del d_pts, d_sc
             rt.release()
             if log_m <= g2_max_log:
                 g_pts, g_sc, p2 = _msm_inputs(g2_rows, sc_period, m, xp)
@@ -432,7 +425,7 @@ class StepMeter:
                 backend.step_meter = None
             return
         from cuzk.prover.cuda_backend import h_device_bytes
-        from kernels.gpu.msm import device_bytes_estimate
+        from kernels.gpu.cxx_msm import device_bytes_estimate
 
         h_step, msm_step = backend.h_evaluations, backend.msm_g1
 
@@ -803,7 +796,7 @@ def table(report: dict[str, Any]) -> str:
 
 
 def _best_g1(entry: dict[str, Any]) -> dict[str, Any] | None:
-    """The fastest correct G1 MSM figure of a size (the C++ variants and numba side by side)."""
+    """The fastest correct G1 MSM figure of a size (the C++ variants side by side)."""
     timed = [v for k, v in entry.items() if isinstance(v, dict) and k != "g2"
              and v.get("event_ms") is not None and v.get("match")]
     return min(timed, key=lambda v: v["event_ms"]) if timed else None

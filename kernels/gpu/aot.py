@@ -35,7 +35,7 @@ FORMAT = 1
 # The files whose content decides the generated device code (kernel bodies, field arithmetic,
 # generated kernel wrappers, launch signatures).
 SOURCES = ("kernels/field.py", "kernels/gpu/runtime.py", "kernels/gpu/launch.py",
-           "kernels/gpu/g1.py", "kernels/gpu/ntt.py", "kernels/gpu/msm.py", "kernels/gpu/ptx.py")
+           "kernels/gpu/ntt.py", "kernels/gpu/ptx.py")
 
 
 class KernelBundleError(RuntimeError):

@@ -19,14 +19,32 @@ import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point
 
 from kernels.curves import BLS12_381
-from kernels.gpu.msm import SCALAR_BITS, choose_window, num_windows
+from kernels.gpu.g1 import xyzz_to_g1
 
+SCALAR_BITS = 255   # BLS12-381 r < 2^255
+MIN_C, MAX_C = 4, 20
 ACC_CHUNK = 64      # records (mixed additions) per thread in bucket accumulation
 RED_CHUNK = 8       # XYZZ sums per thread in each reduction round
 SEG = 32            # at most this many buckets per thread in the window reduction
 SEG_THREADS = 1 << 16   # ... fewer when that leaves the device fewer threads than this
 POOL_ROUND = 512    # CuPy's pool hands out blocks in multiples of 512 bytes
 SCRATCH_BYTES = 1 << 20   # CuPy's own scan and reduction temporaries (block partials), bounded
+
+
+def num_windows(c: int, scalar_bits: int = SCALAR_BITS) -> int:
+    """Windows so that the final carry of the signed recoding always fits: c*nwin > bits."""
+    return scalar_bits // c + 1
+
+
+def choose_window(m: int, scalar_bits: int = SCALAR_BITS) -> int:
+    """Window size c minimising nwin * (m + 1.4 * 2^c): the mixed additions of the buckets and
+    the full additions of their reduction, 4 <= c <= 20."""
+    best_c, best = MIN_C, float("inf")
+    for c in range(MIN_C, MAX_C + 1):
+        cost = num_windows(c, scalar_bits) * (m + 1.4 * (1 << c))
+        if cost < best:
+            best_c, best = c, cost
+    return best_c
 
 
 @dataclass(frozen=True)
@@ -72,10 +90,7 @@ def xyzz_to_point(curve: Curve, p: np.ndarray) -> Any:
     if not words[2].any():
         return curve.identity()
     if curve.name == "g1":
-        x = _fq(words[0]) * pow(_fq(words[2]), -1, _P) % _P
-        y = _fq(words[1]) * pow(_fq(words[3]), -1, _P) % _P
-        raw = x.to_bytes(48, "little") + y.to_bytes(48, "little")
-        return G1Point.from_xy_bytes_unchecked_le(raw)
+        return xyzz_to_g1(words.reshape(-1))
     e = [(_fq(w[:12]), _fq(w[12:])) for w in words]
     x2 = _fq2_mul(e[0], _fq2_inv(e[2]))
     y2 = _fq2_mul(e[1], _fq2_inv(e[3]))

@@ -35,10 +35,6 @@ STACK_BUDGET_BYTES: dict[str, int] = {
     "to_limb_major": 0,
     "from_limb_major": 0,
     "h_join_abc": 0,
-    "msm_digits": 0,
-    "msm_accumulate": 8,
-    "msm_sum": 8,
-    "msm_window_segment": 720,
     # The C++ kernels (kernels/gpu/cuda): the stack is the XYZZ accumulator the kernels pass by
     # reference to the called (not inlined) point operations, L1-resident.
     "cxx/msm_digit_counts": 0,
@@ -67,20 +63,17 @@ class KernelSpec:
 
 
 def kernel_specs() -> list[KernelSpec]:
-    """All kernels that ``NttEngine`` and ``MsmEngine`` launch, with their launch signatures."""
+    """All numba kernels (``NttEngine``'s) with their launch signatures; the MSM kernels are
+    C++ (kernels/gpu/cuda, compiled by nvcc in scripts/build_gpu_kernels.py)."""
     from numba import types as nt
 
     from kernels.gpu.launch import phase_kernel_source
-    from kernels.gpu.msm import build_msm
     from kernels.gpu.ntt import build_ntt
 
     tg = cuda_target()
     ntt = build_ntt(tg)
-    msm = build_msm(tg)
     u32_2 = nt.Array(nt.uint32, 2, "C")
     u32_1 = nt.Array(nt.uint32, 1, "C")
-    u64_1 = nt.Array(nt.uint64, 1, "C")
-    i64_1 = nt.Array(nt.int64, 1, "C")
     i64 = nt.int64
     b = nt.boolean
 
@@ -99,10 +92,6 @@ def kernel_specs() -> list[KernelSpec]:
         grid("to_limb_major", ntt.to_limb_major, u32_2, u32_2),
         grid("from_limb_major", ntt.from_limb_major, u32_2, u32_2),
         grid("h_join_abc", ntt.abc, u32_2, u32_2, u32_2, u32_2),
-        grid("msm_digits", msm.digits, u32_2, i64, i64, i64, u64_1),
-        grid("msm_accumulate", msm.accumulate, u64_1, i64_1, i64_1, u32_2, u32_2),
-        grid("msm_sum", msm.sum, u32_2, i64_1, i64_1, u32_2),
-        grid("msm_window_segment", msm.window_segment, u32_2, i64, i64, u32_2),
     ]
 
 

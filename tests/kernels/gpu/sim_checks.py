@@ -23,15 +23,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 warnings.simplefilter("ignore")  # numpy scalar wrap-around warnings from the simulated limbs
 
-from py_arkworks_bls12381 import G1Point, Scalar  # noqa: E402
 
 from cuzk.curves import BLS12_381  # noqa: E402
 from kernels import ntt as cpu_ntt  # noqa: E402
 from kernels import qap  # noqa: E402
-from kernels.field import FR, ints_to_array  # noqa: E402
-from kernels.gpu.g1 import g1_to_affine_mont  # noqa: E402
+from kernels.field import FR  # noqa: E402
 from kernels.gpu.launch import Executor  # noqa: E402
-from kernels.gpu.msm import MsmEngine  # noqa: E402
 from kernels.gpu.ntt import NttEngine  # noqa: E402
 from kernels.gpu.runtime import cuda_target  # noqa: E402
 
@@ -70,25 +67,6 @@ def check_h_pipeline() -> None:
     eng = NttEngine(_ex(), shared_log=2, coalesce_log=1)
     got = eng.h_from_abc(eng.to_limb_major(a), eng.to_limb_major(b), eng.to_limb_major(c))
     assert np.array_equal(got, qap.h_evaluations(a, b, c, 4))
-
-
-def _msm_case(scalars: list[int], bits: int, c: int) -> None:
-    rng = random.Random(len(scalars))
-    gen = G1Point()
-    pts = [gen * Scalar(rng.randrange(1, R)) for _ in scalars]
-    rows = g1_to_affine_mont(pts).reshape(len(pts), 24)
-    got = MsmEngine(_ex()).msm(rows, ints_to_array(scalars, 8), c=c, scalar_bits=bits)
-    assert got == G1Point.multiexp_unchecked(pts, [Scalar(s) for s in scalars])
-
-
-def check_msm_small() -> None:
-    """Signed digits with carries, a shared bucket and a zero scalar, 12-bit scalars, c = 4."""
-    _msm_case([0xFFF, 0x801, 0x801, 0, 0x7F8, 1], bits=12, c=4)
-
-
-def check_msm_chunked_bucket() -> None:
-    """70 scalars equal to 1: one bucket cut into chunks, then the reduction rounds."""
-    _msm_case([1] * 70, bits=4, c=4)
 
 
 CHECKS: dict[str, Callable[[], None]] = {

@@ -8,68 +8,10 @@ high-water mark in the device check, is checked against a fake pool."""
 
 from __future__ import annotations
 
-import random
-import tracemalloc
-
-import numpy as np
-import pytest
-from py_arkworks_bls12381 import G1Point, Scalar
-
 from cuzk.curves import BLS12_381
-from kernels.field import ints_to_array
-from kernels.gpu.g1 import g1_to_affine_mont
-from kernels.gpu.launch import Executor
 from kernels.gpu.memtrack import PeakTracker
-from kernels.gpu.msm import (
-    MsmEngine,
-    choose_window,
-    device_bytes_estimate,
-    device_bytes_phases,
-    num_windows,
-)
-from kernels.gpu.runtime import cpu_target
 
 R = BLS12_381.r
-
-
-@pytest.fixture(scope="module")
-def points():
-    rng = random.Random(3)
-    pts = [G1Point() * Scalar(rng.randrange(1, R)) for _ in range(64)]
-    return g1_to_affine_mont(pts).reshape(64, 24)
-
-
-@pytest.mark.parametrize("log_m", [11, 13])
-def test_msm_estimate_covers_the_measured_peak(points, log_m):
-    m = 1 << log_m
-    rng = random.Random(log_m)
-    rows = np.ascontiguousarray(np.tile(points, (m // 64, 1)))
-    scalars = ints_to_array([rng.randrange(R) for _ in range(m)], 8)
-    eng = MsmEngine(Executor(cpu_target(), np))
-    c = choose_window(m)
-    eng.window_sums(rows, scalars, c)     # compile every CPU kernel outside the trace
-    tracemalloc.start()
-    try:
-        base = tracemalloc.get_traced_memory()[0]
-        sums, _ = eng.window_sums(rows, scalars, c)
-        peak = tracemalloc.get_traced_memory()[1] - base
-    finally:
-        tracemalloc.stop()
-    assert sums.shape[0] == num_windows(c)
-    # The estimate counts the uploaded scalars and CuPy's sort scratch; NumPy needs neither here.
-    est = device_bytes_estimate(m, c) - m * 32
-    phases = device_bytes_phases(m, c)
-    assert max(phases.values()) == device_bytes_estimate(m, c)
-    assert peak <= est <= 1.35 * peak, (peak, est, phases)
-
-
-def test_msm_estimate_at_2_20_counts_the_record_temporaries():
-    """At 2^20 points (c = 16, 16 windows) the record arrays dominate: 5 x 8 bytes per record
-    at the peak, about 0.7 GiB, well above the old figure that ignored them."""
-    m = 1 << 20
-    c = choose_window(m)
-    n = num_windows(c) * m
-    assert device_bytes_estimate(m) >= 5 * n * 8
 
 
 class _FakePool:

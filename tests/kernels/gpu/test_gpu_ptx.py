@@ -24,8 +24,7 @@ ROOT = Path(__file__).resolve().parents[3]
 MAX_PTX_ISA = (9, 0)     # PTX ISA of CUDA 13.0: a 13.0 driver JIT-compiles PTX up to this version
 ALL = [
     "ntt_pass", "ntt_twiddles", "ntt_coset_shift", "ntt_scale", "ntt_bitrev", "to_limb_major",
-    "from_limb_major", "h_join_abc", "msm_digits", "msm_accumulate", "msm_sum",
-    "msm_window_segment",
+    "from_limb_major", "h_join_abc",
 ]
 
 
@@ -57,9 +56,11 @@ def bundle(tmp_path_factory) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("kernels") / "gpu-kernels"
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     # Its own process group: on a timeout the compile workers go too, not only their parent.
+    # The C++ kernels in the variant the engine runs (ptx); the device bundle has them all.
     proc = subprocess.Popen([sys.executable, "scripts/build_gpu_kernels.py", "--jobs", "2",
-                             str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                             "--cxx-variants", "ptx", str(out)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     try:
         stdout, stderr = proc.communicate(timeout=1500)
     except subprocess.TimeoutExpired:
@@ -72,10 +73,11 @@ def bundle(tmp_path_factory) -> tuple[Path, dict]:
 
 
 def test_every_launched_kernel_is_listed_with_a_budget():
+    from kernels.gpu.cxx_kernels import KERNELS
     from kernels.gpu.ptx import STACK_BUDGET_BYTES, kernel_specs
 
     assert sorted(s.name for s in kernel_specs()) == sorted(ALL)
-    assert sorted(STACK_BUDGET_BYTES) == sorted(ALL)
+    assert sorted(STACK_BUDGET_BYTES) == sorted(ALL + [f"cxx/{k}" for k in KERNELS])
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -113,3 +115,22 @@ def test_bundle_verifies_against_this_tree(bundle):
     loaded = aot.load_bundle(out)
     assert sorted(loaded.entries) == sorted(ALL)
     assert manifest["source_sha256"] == aot.source_hash()
+
+
+def test_cxx_kernels_build_for_sm90_within_budget(bundle):
+    """The C++ MSM kernels (nvcc): an sm_90 cubin, every kernel of the module present in
+    ptxas's report, no spill, stack within budget (the engine's variant, ptx)."""
+    from kernels.gpu import aot, cxx_kernels, ptx
+
+    out, manifest = bundle
+    cxx = manifest["cxx"]
+    assert cxx["source_sha256"] == cxx_kernels.source_hash() and cxx["arch"] == "sm_90"
+    entry = cxx["variants"]["ptx"]
+    cubin = (out / entry["cubin"]).read_bytes()
+    assert cubin[:4] == b"\x7fELF" and aot.sha256_bytes(cubin) == entry["cubin_sha256"]
+    report = (out / "cxx" / "msm_ptx.ptxas.txt").read_text()
+    assert sorted(entry["resources"]) == sorted(cxx_kernels.KERNELS)
+    for name, res in entry["resources"].items():
+        assert ptx.resource_report(report, name) == res
+        assert 0 < res["registers"] <= 255
+        assert ptx.budget_problems(f"cxx/{name}", res) == [], name
