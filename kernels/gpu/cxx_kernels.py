@@ -10,9 +10,10 @@ are passed as pointers, integers as u32):
   compiler into a shared library (cached by source hash) and called through ctypes. The CPU
   tests check the kernels' arithmetic and the MSM driver against arkworks with it.
 
-Variants (``field.cuh``, ``xyzz.cuh``): ``ptx`` (carry chains, the device default), ``portable``
-(64-bit products, what the host twin always runs) and ``ptx-inline`` (the bucket loop's mixed
-addition inlined into the accumulation kernels). The device check times each.
+Variants (``field.cuh``): ``ptx`` (carry chains, unrolled, inlined: the engine's default),
+``portable`` (64-bit products, what the host twin always runs), and three smaller builds:
+``ptx-callmul`` (the multiply called, not inlined), ``ptx-rowloop`` and ``portable-rowloop``
+(the multiply's rows looped). The device check times each (docs/gpu-check.md).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import numpy as np
 CUDA_DIR = Path(__file__).resolve().parent / "cuda"
 SOURCE = CUDA_DIR / "msm.cu"
 HEADERS = ("field.cuh", "bls12_381.cuh", "xyzz.cuh")
-VARIANTS = ("ptx", "portable", "ptx-inline")
+VARIANTS = ("ptx", "portable", "ptx-callmul", "ptx-rowloop", "portable-rowloop")
 VARIANT_ENV = "CUZK_GPU_FIELD"          # ptx (default) | portable
 ARCH = "sm_90"
 BLOCK = 128
@@ -63,7 +64,9 @@ def variant_defines(variant: str) -> list[str]:
     if variant not in VARIANTS:
         raise CxxKernelError(f"unknown field variant {variant!r} (one of {', '.join(VARIANTS)})")
     return {"ptx": [], "portable": ["-DCUZK_PORTABLE_FIELD"],
-            "ptx-inline": ["-DCUZK_INLINE_MADD"]}[variant]
+            "ptx-callmul": ["-DCUZK_CALL_MUL"],
+            "ptx-rowloop": ["-DCUZK_ROW_LOOP"],
+            "portable-rowloop": ["-DCUZK_PORTABLE_FIELD", "-DCUZK_ROW_LOOP"]}[variant]
 
 
 def configured_variant() -> str:

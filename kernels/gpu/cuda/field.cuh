@@ -32,6 +32,21 @@ typedef unsigned long long u64;
 #define CUZK_PTX_FIELD 1
 #endif
 
+// Code size: every point operation holds 10-20 multiplies, each ~650 instructions unrolled, far
+// beyond a multiprocessor's instruction cache. Two builds the device check compares shrink it:
+// CUZK_CALL_MUL calls the multiply instead of inlining it; CUZK_ROW_LOOP keeps it inline but
+// loops over its rows (one row's chains unrolled, ~1/12 of the code).
+#if defined(CUZK_CALL_MUL) && defined(__CUDACC__)
+#define CZ_MUL __host__ __device__ __noinline__
+#else
+#define CZ_MUL CZ_HD
+#endif
+#if defined(CUZK_ROW_LOOP)
+#define CZ_ROWS _Pragma("unroll 1")
+#else
+#define CZ_ROWS _Pragma("unroll")
+#endif
+
 template <class F>
 struct Fp {
     static constexpr int N = F::N;
@@ -161,13 +176,13 @@ CZ_HD Fp<F> operator-(const Fp<F>& a) {
 
 // Montgomery product a * b / 2^(32N) mod p (CIOS, reduction interleaved with each row).
 template <class F>
-CZ_HD Fp<F> operator*(const Fp<F>& a, const Fp<F>& b) {
+CZ_MUL Fp<F> operator*(const Fp<F>& a, const Fp<F>& b) {
     constexpr int N = F::N;
     u32 t[N + 1];
 #pragma unroll
     for (int i = 0; i <= N; i++) t[i] = 0;
 #if defined(CUZK_PTX_FIELD)
-#pragma unroll
+    CZ_ROWS
     for (int i = 0; i < N; i++) {
         const u32 bi = b.v[i];
         // t += a * bi: low halves into t[0..N-1] (carry into t[N], which is 0 here) ...
@@ -202,7 +217,7 @@ CZ_HD Fp<F> operator*(const Fp<F>& a, const Fp<F>& b) {
         t[N] = 0;
     }
 #else
-#pragma unroll
+    CZ_ROWS
     for (int i = 0; i < N; i++) {
         const u64 bi = b.v[i];
         u64 c = 0;

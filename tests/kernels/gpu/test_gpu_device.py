@@ -28,6 +28,7 @@ from cuzk.prover.points import g2_to_mont_array
 from kernels import qap
 from kernels.field import FR, ints_to_array
 from kernels.gpu import cxx_msm
+from kernels.gpu.cxx_kernels import VARIANTS
 from kernels.gpu.g1 import g1_to_affine_mont
 from tests.kernels.gpu import test_gpu_cxx_msm as cxx_cases
 
@@ -290,9 +291,9 @@ def test_device_two_lanes_run_their_gpu_phases_at_once(backend):
 
 # --------------------------------------------------------------------------- the C++ kernels
 
-@pytest.fixture(scope="module", params=["ptx", "portable"])
+@pytest.fixture(scope="module", params=list(VARIANTS))
 def cxx_kernels(request):
-    """The C++ kernels on the device, each field-multiply variant (from the bundle when
+    """The C++ kernels on the device, each build variant (from the bundle when
     CUZK_GPU_KERNELS names one, else NVRTC)."""
     require_gpu()
     import cupy
