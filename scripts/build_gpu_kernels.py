@@ -209,7 +209,8 @@ def main() -> int:
     problems = [p for n, k in manifest["kernels"].items()
                 for p in ptx.budget_problems(n, k["resources"])]
     # The budgets hold for the variant the engine runs; the others are compared on a device.
-    problems += [p for v, e in manifest["cxx"]["variants"].items() if v == "ptx"
+    problems += [p for v, e in manifest["cxx"]["variants"].items()
+                 if v == cxx_kernels.DEFAULT_VARIANT
                  for n, res in e["resources"].items()
                  for p in ptx.budget_problems(f"cxx/{n}", res)]
     print(f"wrote {args.out} ({len(manifest['kernels'])} kernels, "

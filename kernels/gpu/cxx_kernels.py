@@ -10,10 +10,12 @@ are passed as pointers, integers as u32):
   compiler into a shared library (cached by source hash) and called through ctypes. The CPU
   tests check the kernels' arithmetic and the MSM driver against arkworks with it.
 
-Variants (``field.cuh``): ``ptx`` (carry chains, unrolled, inlined: the engine's default),
-``portable`` (64-bit products, what the host twin always runs), and three smaller builds:
-``ptx-callmul`` (the multiply called, not inlined), ``ptx-rowloop`` and ``portable-rowloop``
-(the multiply's rows looped). The device check times each (docs/gpu-check.md).
+Variants (``field.cuh``): ``ptx-callmul`` (carry chains, the multiply called rather than
+inlined: the engine's default, ``DEFAULT_VARIANT``), ``ptx`` (everything inlined), ``portable``
+(64-bit products, what the host twin always runs), ``ptx-rowloop`` and ``portable-rowloop`` (the
+multiply inlined with its rows looped). The inlined builds are eight times the code and
+1.5-1.9x slower on an H200: the instruction cache, not the arithmetic, bounded them. The device
+check times each (docs/gpu-check.md).
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ import numpy as np
 CUDA_DIR = Path(__file__).resolve().parent / "cuda"
 SOURCE = CUDA_DIR / "msm.cu"
 HEADERS = ("field.cuh", "bls12_381.cuh", "xyzz.cuh")
-VARIANTS = ("ptx", "portable", "ptx-callmul", "ptx-rowloop", "portable-rowloop")
-VARIANT_ENV = "CUZK_GPU_FIELD"          # ptx (default) | portable
+VARIANTS = ("ptx-callmul", "ptx", "portable", "ptx-rowloop", "portable-rowloop")
+VARIANT_ENV = "CUZK_GPU_FIELD"          # one of VARIANTS; DEFAULT_VARIANT when unset
+DEFAULT_VARIANT = "ptx-callmul"
 ARCH = "sm_90"
 BLOCK = 128
 NVCC_FLAGS = ("-std=c++17", "-O3", "--use_fast_math")
@@ -70,7 +73,7 @@ def variant_defines(variant: str) -> list[str]:
 
 
 def configured_variant() -> str:
-    v = os.environ.get(VARIANT_ENV, "ptx").strip() or "ptx"
+    v = os.environ.get(VARIANT_ENV, DEFAULT_VARIANT).strip() or DEFAULT_VARIANT
     variant_defines(v)
     return v
 

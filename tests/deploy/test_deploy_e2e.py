@@ -599,14 +599,18 @@ def test_engine_and_prometheus_end_to_end(stack):
     _wait_for("a scrape of the restarted engine", lambda: scraped_after(restarted_at), 15,
               procs=(s.engine,))
     evictions = f"sum(rate(cuzk_memory_evictions_total{sel}[4s]))"
-    for _ in range(3):
+    # ... and until a scrape caught partitions waiting for memory (the memory dashboard's
+    # waiters panel): a gauge, seen only if a scrape falls inside a wait.
+    waiters = f"sum(cuzk_memory_waiters{sel})"
+    for _ in range(5):
         starved = [_submit(base, KINDS[i % 2]) for i in range(4)]
         for job in _await(base, starved, left(20)):
             trace_ids.add(job["trace_id"])
         done_at = time.time()
         _wait_for("two scrapes after the burst", lambda t=done_at + 1: scraped_after(t), 15,
                   procs=(s.engine,))
-        if _nonzero(prom.query_range(evictions, restarted_at, time.time())):
+        if all(_nonzero(prom.query_range(q, restarted_at, time.time()))
+               for q in (evictions, waiters)):
             break
     end = time.time()
     assert prom.scalar(f"max(instance:cuzk_engine_restarts:changes1h{sel})") >= 1

@@ -59,17 +59,9 @@ CZ_CALL void xyzz_dbl(Xyzz<E>& p) {
     p.ZZZ = p.ZZZ * w;
 }
 
-// The bucket loop's mixed addition: called like the others, or inlined into the
-// accumulation kernels with CUZK_INLINE_MADD (the "ptx-inline" build the device check compares).
-#if defined(CUZK_INLINE_MADD)
-#define CZ_MADD CZ_HD
-#else
-#define CZ_MADD CZ_CALL
-#endif
-
 // p += (x, y), or p -= (x, y) when negative.
 template <class E>
-CZ_MADD void xyzz_add_affine(Xyzz<E>& p, const E& x, const E& y0, bool negative) {
+CZ_CALL void xyzz_add_affine(Xyzz<E>& p, const E& x, const E& y0, bool negative) {
     if (x.is_zero() && y0.is_zero()) return;
     const E y = negative ? -y0 : y0;
     if (p.is_inf()) {

@@ -56,9 +56,11 @@ def bundle(tmp_path_factory) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("kernels") / "gpu-kernels"
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     # Its own process group: on a timeout the compile workers go too, not only their parent.
-    # The C++ kernels in the variant the engine runs (ptx); the device bundle has them all.
+    # The C++ kernels in the variant the engine runs; the device bundle has them all.
+    from kernels.gpu.cxx_kernels import DEFAULT_VARIANT
+
     proc = subprocess.Popen([sys.executable, "scripts/build_gpu_kernels.py", "--jobs", "2",
-                             "--cxx-variants", "ptx", str(out)], cwd=ROOT, env=env,
+                             "--cxx-variants", DEFAULT_VARIANT, str(out)], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
@@ -119,16 +121,17 @@ def test_bundle_verifies_against_this_tree(bundle):
 
 def test_cxx_kernels_build_for_sm90_within_budget(bundle):
     """The C++ MSM kernels (nvcc): an sm_90 cubin, every kernel of the module present in
-    ptxas's report, no spill, stack within budget (the engine's variant, ptx)."""
+    ptxas's report, no spill, stack within budget (the engine's variant)."""
     from kernels.gpu import aot, cxx_kernels, ptx
 
     out, manifest = bundle
     cxx = manifest["cxx"]
     assert cxx["source_sha256"] == cxx_kernels.source_hash() and cxx["arch"] == "sm_90"
-    entry = cxx["variants"]["ptx"]
+    variant = cxx_kernels.DEFAULT_VARIANT
+    entry = cxx["variants"][variant]
     cubin = (out / entry["cubin"]).read_bytes()
     assert cubin[:4] == b"\x7fELF" and aot.sha256_bytes(cubin) == entry["cubin_sha256"]
-    report = (out / "cxx" / "msm_ptx.ptxas.txt").read_text()
+    report = (out / "cxx" / f"msm_{variant}.ptxas.txt").read_text()
     assert sorted(entry["resources"]) == sorted(cxx_kernels.KERNELS)
     for name, res in entry["resources"].items():
         assert ptx.resource_report(report, name) == res
