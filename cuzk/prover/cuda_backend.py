@@ -1,4 +1,4 @@
-"""The CUDA backend: H and the G1 MSMs on one device, proving-key points resident there.
+"""The CUDA backend: H and all five MSMs on one device, proving-key points resident there.
 
 A :class:`CudaBackend` is one device: the proving keys resident on it and the NTT tables of
 their domains, shared by its *lanes*. A :class:`CudaLane` is one GPU worker's way onto the
@@ -6,9 +6,9 @@ device: its own compute and copy streams, pinned staging buffers and kernel exec
 lanes' GPU phases run at the same time; only key upload/drop and the resident-key table are
 serialised, by the device lock, which a GPU phase holds just long enough to look its key up.
 
-* ``upload_key`` copies the key's G1 sections A, B1, C, H to the device once, as ``(n, 24)``
-  uint32 affine Montgomery rows (the zkey bytes, no conversion), points at infinity compacted out
-  (most of A and B1), builds the NTT tables of its domain, and keeps both until ``drop_key``.
+* ``upload_key`` copies the key's G1 sections A, B1, C, H and its G2 section B2 to the device
+  once, as ``(n, 24)`` / ``(n, 48)`` uint32 affine Montgomery rows (the zkey bytes, no
+  conversion), points at infinity compacted out (most of A and B1), builds the NTT tables of its domain, and keeps both until ``drop_key``.
   :func:`key_device_bytes` says how many device bytes that takes before anything is uploaded (so
   the engine reserves them first).
 * ``device_gpu_phase`` (what ``gpu_phase`` calls): a, b, c go host -> pinned buffer -> device on
@@ -16,11 +16,12 @@ serialised, by the device lock, which a GPU phase holds just long enough to look
   stream already transforms the previous one (events between the streams); per array: inverse
   NTT (DIF) ->
   odd-coset shift with 1/n -> NTT (DIT), then from_mont(a*b - c), which stays on the device as
-  the H MSM's scalars. The witness is uploaded once for the A, B1 and C MSMs; each MSM gathers
-  the scalars of the points kept at upload. Only the four G1 sums come back. ``h_evaluations``
+  the H MSM's scalars. The witness is uploaded once for the A, B1, C and B2 MSMs; each MSM
+  gathers the scalars of the points kept at upload. Only the five sums come back. ``h_evaluations``
   and ``msm_g1`` remain for callers that want one step.
-* Kernels are numba.cuda (``kernels/gpu``; ahead-of-time modules when ``CUZK_GPU_KERNELS`` names
-  a bundle), memory, streams, pinned buffers and sorting CuPy. Every CuPy allocation of a lane
+* Kernels: the NTT in numba.cuda, the MSMs (G1 and G2) in CUDA C++ (``kernels/gpu/cuda``);
+  ahead-of-time modules when ``CUZK_GPU_KERNELS`` names a bundle. Memory, streams and pinned
+  buffers are CuPy's. Every CuPy allocation of a lane
   is made with one of the lane's streams current, so CuPy's pool hands a freed block out again
   only in that stream's order (its free lists are per stream).
 * A device allocation failure raises :class:`DeviceOutOfMemory` after the failing lane's streams
