@@ -95,6 +95,7 @@ class ScriptedProver:
         self.events: list[tuple[str, str, Any]] = []  # (step, "start"|"end", tag)
         self._gpu_calls = 0
         self._in_gpu: dict[str, int] = {}  # thread name -> id of the gpu call it is inside
+        self.gpu_step_ms: float | None = None  # reported by gpu_steps when set
 
     # ---- scripting ---------------------------------------------------------------------------
 
@@ -244,6 +245,11 @@ class ScriptedProver:
         self._run("gpu", synthesis.inputs)
         self._check_key("gpu", key)
         return {"device": device}
+
+    def gpu_steps(self, gpu_output: Any) -> Mapping[str, float]:
+        """One step, "scripted", when ``gpu_step_ms`` is set; else none measured."""
+        ms = self.gpu_step_ms
+        return {} if ms is None else {"scripted": ms}
 
     def finalize(
         self, key: KeyHandle, synthesis: ScriptedSynthesis, gpu_output: Any

@@ -583,6 +583,10 @@ class ClusterExecutor:
                              sent_to=(node.id,))
         return GpuResult(packed, gpu_carrier, node.id, ref)
 
+    def gpu_steps(self, gpu_output: Any) -> Mapping[str, float]:
+        """Not measured across the cluster yet: the worker's GPU span carries the phase."""
+        return {}
+
     def release_abc(self, synthesis: ClusterSynthesis) -> None:
         synthesis.abc = None  # the last reference: Ray frees a/b/c on every node
         if synthesis.reservation is not None and not synthesis.reservation.closed:

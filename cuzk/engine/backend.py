@@ -166,11 +166,18 @@ class ProverBackend(Protocol):
         ...
 
     def gpu_phase(self, key: KeyHandle, synthesis: Any, device: str) -> Any:
-        """Device: H and the G1 MSMs."""
+        """Device: H and the MSMs (all five on a CUDA device)."""
+        ...
+
+    def gpu_steps(self, gpu_output: Any) -> Mapping[str, float]:
+        """Milliseconds of each device step of a GPU phase (H, each MSM), which the engine puts
+        on the partition's GPU span so a trace shows where the lease went; empty when this
+        prover does not measure them."""
         ...
 
     def finalize(self, key: KeyHandle, synthesis: Any, gpu_output: Any) -> ProofResult:
-        """CPU: G2 MSM, assembly, self-verification (raises cuzk.errors.ProofError)."""
+        """CPU: assembly and self-verification, and B2 when the GPU phase did not compute it
+        (raises cuzk.errors.ProofError)."""
         ...
 
     def release_abc(self, synthesis: Any) -> None:

@@ -54,6 +54,11 @@ def _step(p: Partition, span: Any) -> Iterator[None]:
         STEP.reset(token)
 
 
+def gpu_step_attribute(step: str) -> str:
+    """The GPU span attribute of a device step's milliseconds ("MSM B2": ...step.msm_b2_ms)."""
+    return "cuzk.gpu.step." + "_".join(step.lower().split()) + "_ms"
+
+
 def queue_key(p: Partition, order: Order = DEADLINE) -> OrderKey:
     """The scheduler's key for a partition (cuzk.engine.scheduling): priority class, then the
     earliest deadline, then arrival, then partition index."""
@@ -435,6 +440,8 @@ class Pipeline:
                     with _step(p, span):
                         p.gpu_output = self.prover.gpu_phase(
                             p.key.handle, p.synthesis, worker.device)
+                    for step, ms in self.prover.gpu_steps(p.gpu_output).items():
+                        span.set_attribute(gpu_step_attribute(step), ms)
                     self.prover.release_abc(p.synthesis)
                     p.reservation.release(min(est.abc_bytes, p.reservation.held))
                 except PhaseLost as exc:

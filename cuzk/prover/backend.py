@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
-from py_arkworks_bls12381 import G1Point
+from py_arkworks_bls12381 import G1Point, G2Point
 
 if TYPE_CHECKING:
     from cuzk.prover.keys import ProvingKey
@@ -19,6 +19,22 @@ def cupy_installed() -> bool:
     """Whether CuPy can be imported at all. Without it no CUDA device is usable, and asking the
     CUDA backend (which imports numba) costs a CPU-only process half a second to be told so."""
     return "cupy" in sys.modules or importlib.util.find_spec("cupy") is not None
+
+
+@runtime_checkable
+class DevicePhase(Protocol):
+    """A backend that runs the whole GPU phase with its data on a device (CUDA): H and all five
+    MSMs, only the sums coming back, each step timed."""
+
+    def device_gpu_phase(
+        self, key: ProvingKey, a: np.ndarray, b: np.ndarray, c: np.ndarray, witness: np.ndarray
+    ) -> tuple[G1Point, G1Point, G1Point, G1Point, G2Point]:
+        """The five sums (A, B1, C, H in G1, B2 in G2) of one partition."""
+        ...
+
+    def phase_steps_ms(self) -> dict[str, float]:
+        """Milliseconds of each step of the last phase ("H", "MSM A", ... "MSM B2")."""
+        ...
 
 
 class ComputeBackend(Protocol):

@@ -8,7 +8,8 @@ serialised, by the device lock, which a GPU phase holds just long enough to look
 
 * ``upload_key`` copies the key's G1 sections A, B1, C, H and its G2 section B2 to the device
   once, as ``(n, 24)`` / ``(n, 48)`` uint32 affine Montgomery rows (the zkey bytes, no
-  conversion), points at infinity compacted out (most of A and B1), builds the NTT tables of its domain, and keeps both until ``drop_key``.
+  conversion), points at infinity compacted out (most of A and B1), builds the NTT tables of
+  its domain, and keeps both until ``drop_key``.
   :func:`key_device_bytes` says how many device bytes that takes before anything is uploaded (so
   the engine reserves them first).
 * ``device_gpu_phase`` (what ``gpu_phase`` calls): a, b, c go host -> pinned buffer -> device on
@@ -38,6 +39,7 @@ import functools
 import logging
 import os
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -324,6 +326,7 @@ class CudaLane:
         self._next_buf = 0
         # Optional ``name -> context manager`` around each step of device_gpu_phase.
         self.step_meter: Callable[[str], Any] | None = None
+        self._steps_ms: dict[str, float] = {}
 
     def __repr__(self) -> str:
         return f"CudaLane({self.device}, {self.index})"
@@ -522,12 +525,22 @@ class CudaLane:
 
     @contextmanager
     def _step(self, name: str) -> Iterator[None]:
-        """A measured step when ``step_meter`` is set (the device check's memory figures)."""
-        if self.step_meter is None:
-            yield
-        else:
-            with self.step_meter(name):
+        """One step of the GPU phase: its wall milliseconds (each step ends by waiting for its
+        kernels, so this is its device time plus launches) for :meth:`phase_steps_ms`, and the
+        ``step_meter`` around it when set (the device check's memory figures)."""
+        t0 = time.perf_counter()
+        try:
+            if self.step_meter is None:
                 yield
+            else:
+                with self.step_meter(name):
+                    yield
+        finally:
+            self._steps_ms[name] = round((time.perf_counter() - t0) * 1e3, 3)
+
+    def phase_steps_ms(self) -> dict[str, float]:
+        """Milliseconds of each step of this lane's last GPU phase ("H", "MSM A", ...)."""
+        return dict(self._steps_ms)
 
     def device_gpu_phase(
         self, key: ProvingKey, a: np.ndarray, b: np.ndarray, c: np.ndarray, witness: np.ndarray
@@ -556,6 +569,7 @@ class CudaLane:
                c: np.ndarray, witness: np.ndarray
                ) -> tuple[G1Point, G1Point, G1Point, G1Point, G2Point]:
         """The phase's device arrays live in this frame only, so a failure frees them."""
+        self._steps_ms = {}
         with self._step("H"):
             h_dev = self._h_device(a, b, c)
         w_dev, ev = self._upload_rows(witness)
@@ -653,6 +667,9 @@ class CudaBackend:
         self, key: ProvingKey, a: np.ndarray, b: np.ndarray, c: np.ndarray, witness: np.ndarray
     ) -> tuple[G1Point, G1Point, G1Point, G1Point, G2Point]:
         return self.default_lane.device_gpu_phase(key, a, b, c, witness)
+
+    def phase_steps_ms(self) -> dict[str, float]:
+        return self.default_lane.phase_steps_ms()
 
     # -- keys ---------------------------------------------------------------------------------
     def _resident(self, key: ProvingKey) -> _ResidentKey:

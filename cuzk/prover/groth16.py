@@ -20,7 +20,7 @@ from py_arkworks_bls12381 import G1Point, G2Point
 
 from cuzk.errors import FormatError, ProofError, WitnessError
 from cuzk.prover import qap
-from cuzk.prover.backend import ComputeBackend
+from cuzk.prover.backend import ComputeBackend, DevicePhase
 from cuzk.prover.cpu_backend import CpuBackend
 from cuzk.prover.cpu_schedule import cores
 from cuzk.prover.points import g1_to_json, g2_to_json, scalar
@@ -62,6 +62,9 @@ class GpuOutput:
     c: G1Point
     h: G1Point
     b2: G2Point | None = None
+    # Milliseconds of each device step ("H", "MSM A", ... "MSM B2") when the backend ran the
+    # phase on a device; the engine puts them on the partition's GPU span.
+    steps_ms: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -115,8 +118,9 @@ def synthesize(key: ProvingKey, circuit: Circuit, inputs: dict, check: bool = Tr
 def gpu_phase(key: ProvingKey, synth: Synthesis, backend: ComputeBackend) -> GpuOutput:
     """Step 2: H and the G1 MSMs. Reads a/b/c; the caller releases them afterwards."""
     a, b, c = synth.abc
-    if hasattr(backend, "device_gpu_phase"):  # CUDA: witness and H stay on the device
-        return GpuOutput(*backend.device_gpu_phase(key, a, b, c, synth.witness))
+    if isinstance(backend, DevicePhase):  # CUDA: witness and H stay on the device
+        ga, gb1, gc, gh, gb2 = backend.device_gpu_phase(key, a, b, c, synth.witness)
+        return GpuOutput(a=ga, b1=gb1, c=gc, h=gh, b2=gb2, steps_ms=backend.phase_steps_ms())
     if isinstance(backend, CpuBackend) and backend.scheduled():  # all five MSMs on one pool
         r = backend.all_msms(key, a, b, c, synth.witness)
         return GpuOutput(a=r["A"], b1=r["B1"], c=r["C"], h=r["H"], b2=r["B2"])

@@ -420,6 +420,9 @@ class RealProver:
         with lanes.use() as lane:
             return gpu_phase(key.key.key, synthesis, lane)
 
+    def gpu_steps(self, gpu_output: Any) -> Mapping[str, float]:
+        return dict(gpu_output.steps_ms)
+
     def finalize(self, key: KeyHandle, synthesis: Any, gpu_output: Any) -> ProofResult:
         from cuzk.prover import finalize
 

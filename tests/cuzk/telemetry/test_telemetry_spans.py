@@ -63,6 +63,22 @@ def test_span_tree_parents_attributes_and_links():
     assert engine.spans.open_spans() == []
 
 
+def test_gpu_span_carries_the_device_steps_the_prover_measured():
+    """Each device step's milliseconds (prover.gpu_steps: H and each MSM on CUDA) lands on the
+    partition's cuzk.gpu span, so a trace shows where the lease went."""
+    from cuzk.engine.pipeline import gpu_step_attribute
+
+    engine, prover, exporter = make_test_engine(KINDS)
+    prover.gpu_step_ms = 2.5
+    with engine:
+        job = engine.submit("triple", [{"tag": f"t{i}"} for i in range(3)])
+        assert job.settled.wait(5)
+    gpus = [s for s in exporter.get_finished_spans() if s.name == "cuzk.gpu"]
+    assert len(gpus) == 3
+    assert all(s.attributes["cuzk.gpu.step.scripted_ms"] == 2.5 for s in gpus)
+    assert gpu_step_attribute("MSM B2") == "cuzk.gpu.step.msm_b2_ms"
+
+
 def test_traceparent_makes_job_span_a_child():
     engine, _, exporter = make_test_engine(KINDS)
     trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"

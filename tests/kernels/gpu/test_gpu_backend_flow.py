@@ -141,6 +141,7 @@ def test_device_gpu_phase_keeps_witness_and_h_on_the_device(fake):
     assert out.c == ark(group["C"], w_ints[n_public + 1:])
     assert out.h == ark(group["H"], h_ints)
     assert out.b2 == key.msm_b2(w)                     # B2 on the device, not in finalize
+    assert list(out.steps_ms) == steps and all(ms >= 0 for ms in out.steps_ms.values())
 
 
 def test_msm_g1_gathers_scalars_of_the_kept_points(fake):
