@@ -720,6 +720,11 @@ def load_config(
             built[section] = cls(**parsed[section])
         except ValueError as e:  # a check across keys in the section's own __post_init__
             problems.append(f"{section}: {e}")
+    horizon = getattr(built.get("engine"), "deadline_horizon", None)
+    for name, k in kinds.items():
+        if horizon is not None and k.deadline is not None and k.deadline > horizon:
+            problems.append(f"proof_kinds.{name}.deadline: {k.deadline:g} s is beyond "
+                            f"engine.deadline_horizon ({horizon:g} s)")
     if problems:
         raise ConfigError(problems)
     return Config(**built, proof_kinds=kinds, source=source)

@@ -71,7 +71,9 @@ class SubmitRequest(TypedDict):
     deadline: NotRequired[Annotated[
         str, Field(json_schema_extra={"format": "date-time"}), AfterValidator(_rfc3339)]]
     """RFC 3339 time (``2026-12-01T16:30:00Z``) by which the proofs are needed; defaults to
-    the proof kind's configured relative deadline (none for kinds without one)."""
+    the proof kind's configured relative deadline (none for kinds without one). A time already
+    passed, or further ahead than the server's ``engine.deadline_horizon``, is refused
+    (400)."""
 
 
 @with_config(ConfigDict(extra="ignore", use_attribute_docstrings=True))

@@ -161,25 +161,41 @@ def positive_seconds(value: object, ctx: ParseContext | None = None) -> float:
     return result
 
 
-_DURATION_UNITS = {"": 1.0, "s": 1.0, "ms": 0.001, "m": 60.0, "min": 60.0, "h": 3600.0}
+_DURATION_UNITS = {"": 1.0, "s": 1.0, "ms": 0.001, "m": 60.0, "min": 60.0, "h": 3600.0,
+                   "d": 86400.0}
 
 
 def parse_duration(value: object) -> float:
     """A positive duration: seconds as a number, or a string such as ``"30s"``, ``"25m"``,
-    ``"1.5h"``, ``"250ms"``."""
+    ``"1.5h"``, ``"250ms"``, ``"7d"``."""
     what = 'a positive duration such as 20, "30s", "25m" or "1h"'
     if isinstance(value, bool):
         raise ValueError(f"must be {what}, {_got(value)}")
     if isinstance(value, int | float):
         result = float(value)
     elif isinstance(value, str) and (
-            m := re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*(ms|s|min|m|h)?\s*", value.lower())):
+            m := re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*(ms|s|min|m|h|d)?\s*", value.lower())):
         result = float(m.group(1)) * _DURATION_UNITS[m.group(2) or ""]
     else:
         raise ValueError(f"must be {what}, {_got(value)}")
     if not result > 0 or result == float("inf"):
         raise ValueError(f"must be {what}, {_got(value)}")
     return result
+
+
+def duration_text(seconds: float) -> str:
+    """A duration as :func:`parse_duration` reads it: ``7d``, ``36h``, ``90m`` or ``45s`` (the
+    largest unit that divides it, else seconds)."""
+    for unit in ("d", "h", "m"):
+        size = _DURATION_UNITS[unit]
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
+
+
+def duration(value: object, ctx: ParseContext | None = None) -> float:
+    """A duration (:func:`parse_duration`)."""
+    return parse_duration(value)
 
 
 def optional_duration(value: object, ctx: ParseContext | None = None) -> float | None:

@@ -177,7 +177,13 @@ def deadline_text(value: str, now: float | None = None) -> str:
         pass
     else:
         at = (time.time() if now is None else now) + seconds
-        return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")
+        try:
+            return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")
+        except (OverflowError, OSError, ValueError):  # past the year 9999 / the platform's time_t
+            raise CliError(
+                f"--deadline {value!r}: {seconds:g} s from now is past the latest time there is"
+                " (the year 9999); servers refuse deadlines beyond their horizon"
+                " (engine.deadline_horizon)") from None
     try:
         when = datetime.fromisoformat(value)
     except ValueError:
@@ -223,6 +229,8 @@ def submit(
     out = out or sys.stdout
     # Where the proofs go is checked before the job exists, not after it has run.
     check_output_dir(Path(args.out) if args.out else Path("proofs"), "--out")
+    # So is the deadline: a bad one is said at once, not after the server was asked.
+    deadline = deadline_text(args.deadline) if getattr(args, "deadline", None) else None
     retry_for = float(getattr(args, "retry_for", RETRY_FOR_SECONDS))
     retried: list[str] = []
 
@@ -244,8 +252,8 @@ def submit(
                             "request_id": request_id}
     if args.priority:
         body["priority"] = args.priority
-    if getattr(args, "deadline", None):
-        body["deadline"] = deadline_text(args.deadline)
+    if deadline is not None:
+        body["deadline"] = deadline
     job = call("POST", "/v1/proofs", json=body)
     job_id = job["id"]
     print(f"job {job_id} accepted ({args.proof_kind}, {plural(partitions, 'partition')};"

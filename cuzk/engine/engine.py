@@ -75,6 +75,7 @@ from cuzk.protocol import (
     StatusInfo,
     priority_of,
 )
+from cuzk.settings_schema import duration_text
 
 RECENT_JOBS = 50
 """Finished jobs a status snapshot lists after the unfinished ones (most recent first)."""
@@ -406,6 +407,13 @@ class Engine:
                 raise InputError(
                     f"deadline {_rfc3339(deadline)} has already passed (server time "
                     f"{_rfc3339(time.time())})")
+            horizon = self.settings.deadline_horizon
+            if deadline > time.time() + horizon:
+                # Not formatted: a deadline past the year 9999 has no datetime.
+                raise InputError(
+                    f"deadline is more than the allowed horizon of {duration_text(horizon)}"
+                    f" ahead (engine.deadline_horizon; the latest accepted now is "
+                    f"{_rfc3339(time.time() + horizon)})")
         elif kind.deadline_s is not None:
             deadline = time.time() + kind.deadline_s
         if priority is None:

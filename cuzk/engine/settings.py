@@ -27,6 +27,7 @@ from cuzk.settings_schema import (
     byte_size_or_auto,
     choice,
     devices,
+    duration,
     int_or_auto,
     positive_int,
     setting,
@@ -169,6 +170,13 @@ class EngineSettings:
         "reaches a client).",
         boolean,
     )
+    deadline_horizon: float = setting(
+        "7d",
+        "The furthest ahead a job's deadline may be: a submit whose deadline is later is "
+        "refused (400, naming this horizon), since any deadline goes before the work without "
+        "one of its priority. A proof kind's own deadline must lie within it.",
+        duration,
+    )
 
     proof_kinds: dict[str, ProofKindSettings] = field(default_factory=dict)
     metrics_enabled: bool = True
@@ -202,9 +210,15 @@ class EngineSettings:
             raise ValueError(f"msm_precompute must be auto, off or on, not {self.msm_precompute!r}")
         if self.memory_budget_bytes is not None and self.memory_budget_bytes <= 0:
             raise ValueError("memory_budget_bytes must be positive")
+        if not 0 < self.deadline_horizon < float("inf"):
+            raise ValueError("deadline_horizon must be a positive duration")
         for key, kind in self.proof_kinds.items():
             if key != kind.name:
                 raise ValueError(f"proof kind key {key!r} differs from its name {kind.name!r}")
+            if kind.deadline_s is not None and kind.deadline_s > self.deadline_horizon:
+                raise ValueError(
+                    f"proof kind {key!r}: deadline {kind.deadline_s:g} s is beyond "
+                    f"deadline_horizon ({self.deadline_horizon:g} s)")
 
 
 def default_proof_kinds(data_dir: Path | None = None) -> dict[str, ProofKindSettings]:

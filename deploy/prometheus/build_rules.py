@@ -329,13 +329,15 @@ def memory_pressure_alert(dashboard: str) -> Rule:
         "CuzkMemoryPressure",
         f"instance:cuzk_memory_waiting:avg_rate10m >= {MEMORY_WAITING_MIN}\n"
         f"and on ({BY})\ninstance:cuzk_gpu_worker_busy:ratio_rate10m < {MEMORY_BUSY_MAX}\n"
-        f"unless on ({BY})\nmax_over_time(instance:cuzk_gpu_workers_paused:sum[10m]) > 0",
+        f"unless on ({BY})\nmax_over_time(instance:cuzk_gpu_workers_paused:sum[10m]) > 0\n"
+        f"and on ({BY})\nup{{{J}}} == 1",
         "Memory is what limits throughput: reservations wait for memory (at least half a "
         "waiter on average over 10 minutes, from the wait histogram's rate) while the GPU "
         f"workers have capacity to spare (busy under {MEMORY_BUSY_MAX:.0%}). Waiters beside "
         "saturated workers are back-pressure, not pressure; a pause idles the workers on "
         "purpose. Nothing here is a share of partition time, so a deep backlog cannot "
-        "dilute it.",
+        "dilute it. Only while the engine is scraped: after it stops, its last 10 minutes "
+        "of samples still give rates, and a stopped engine is CuzkTargetDown's business.",
         for_="10m", severity="warning", dashboard=dashboard,
         summary="{{ $value | printf \"%.2f\" }} reservations on {{ $labels.instance }} wait for "
         "memory while its GPU workers idle",
@@ -732,11 +734,14 @@ def deadline_alerts() -> list[Rule]:
               description="{{ $value | humanize }} {{ $labels.proof_kind }} job(s) on "
               "{{ $labels.instance }} missed their deadline in the last 10 minutes."),
         alert("CuzkBacklogWillNotDrainBeforeDeadline",
-              f"sum by ({BY}) (cuzk_backlog_gpu_seconds{{{J}}})\n"
+              f"(sum by ({BY}) (cuzk_backlog_gpu_seconds{{{J}}}) > 0)\n"
               f"  / on ({BY}) instance:cuzk_gpu_workers:count{{{J}}}\n"
-              f"> on ({BY})\nmin by ({BY}) (cuzk_queue_next_deadline_seconds{{{J}}})",
+              f"> on ({BY})\n(min by ({BY}) (cuzk_queue_next_deadline_seconds{{{J}}}) > 0)",
               "The predicted GPU work queued and running, spread over every worker, takes "
-              "longer than the time left to the nearest deadline: add GPUs or shed work.",
+              "longer than the time left to the nearest deadline: add GPUs or shed work. "
+              "Only a backlog above zero against a deadline still ahead: a deadline already "
+              "passed (a continue-on-miss job still finishing; CuzkDeadlineMissed's business) "
+              "left any backlog, even none, greater than its negative time left.",
               for_="5m", severity="warning", dashboard=pipe,
               summary="cuzk {{ $labels.instance }} cannot drain its backlog before the "
               "nearest deadline",

@@ -47,3 +47,16 @@ def test_bad_values_name_their_key(tmp_path: Path, line: str, key: str):
     with pytest.raises(ConfigError) as e:
         load_config(p, env={}, check_files=False)
     assert key in str(e.value)
+
+
+def test_the_deadline_horizon_is_a_setting_and_bounds_each_kinds_deadline(tmp_path: Path):
+    assert load_config(env={}, check_files=False).engine.deadline_horizon == 7 * 86400.0
+    env = {"CUZK_ENGINE_DEADLINE_HORIZON": "36h"}
+    assert load_config(env=env, check_files=False).engine_settings().deadline_horizon \
+        == 36 * 3600.0
+    p = tmp_path / "cuzk.toml"
+    p.write_text('[engine]\ndeadline_horizon = "1h"\n[proof_kinds.porep-c2]\ndeadline = "2h"\n')
+    with pytest.raises(ConfigError) as e:
+        load_config(p, env={}, check_files=False)
+    assert "proof_kinds.porep-c2.deadline" in str(e.value)
+    assert "engine.deadline_horizon" in str(e.value)

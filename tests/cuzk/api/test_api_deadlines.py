@@ -72,3 +72,32 @@ def test_an_infeasible_deadline_is_refused_with_the_prediction(client):
     assert finish > at
     metrics = client.get("/metrics").text
     assert 'cuzk_jobs_rejected_total{proof_kind="strict",reason="deadline"} 1.0' in metrics
+
+
+@pytest.mark.parametrize("value", [
+    "9999-12-31T23:59:59Z",
+    "9999-12-31T23:59:59-01:00",  # past the last time a datetime holds, in UTC
+    rfc3339(time.time() + 8 * 86400),
+])
+def test_a_deadline_beyond_the_horizon_is_a_400_that_changes_nothing(client, value):
+    """Issue 27: a deadline in the year 9999 was accepted and, earliest deadline first, went
+    before every job without one in its class. Beyond engine.deadline_horizon (7d by default)
+    it is refused, naming the horizon, and nothing else changes."""
+    before = client.get("/v1/status").json()
+    r = client.post("/v1/proofs", json={"proof_kind": "plain", "inputs": [{"tag": "9"}],
+                                        "deadline": value, "request_id": "far-1"})
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert "horizon of 7d" in error and "engine.deadline_horizon" in error
+    after = client.get("/v1/status").json()
+    assert after["jobs"] == before["jobs"]
+    metrics = client.get("/metrics").text
+    assert 'cuzk_jobs_submitted_total{proof_kind="plain"} 0.0' in metrics
+    rejected = [line for line in metrics.splitlines()
+                if line.startswith("cuzk_jobs_rejected_total{") and not line.endswith(" 0.0")]
+    assert rejected == []
+    # The request id was not taken: the same id with a deadline within the horizon is a new job.
+    ok = client.post("/v1/proofs", json={"proof_kind": "plain", "inputs": [{"tag": "9"}],
+                                         "deadline": rfc3339(time.time() + 6 * 86400),
+                                         "request_id": "far-1"})
+    assert ok.status_code == 202, ok.text

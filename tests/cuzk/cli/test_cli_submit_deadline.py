@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
@@ -26,3 +27,32 @@ def test_a_time_is_sent_as_given():
 def test_anything_else_is_a_clear_error(value):
     with pytest.raises(CliError, match="--deadline"):
         deadline_text(value)
+
+
+@pytest.mark.parametrize("value", ["99999999999999h", "9999999999h", "300000000000000s"])
+def test_a_duration_past_the_year_9999_is_a_clear_error(value):
+    with pytest.raises(CliError, match=r"--deadline .*past the latest time there is"):
+        deadline_text(value)
+
+
+def test_cuzk_submit_with_an_overflowing_deadline_says_so_in_one_line(tmp_path):
+    """Issue 27: ``cuzk submit --deadline 99999999999999h`` ended in a traceback. It is one
+    line naming the option, exit 1, said before any server is asked (none answers here)."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[3]  # this checkout's cuzk, not an installed one
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUZK_")}
+    env["PYTHONPATH"] = str(root)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cuzk.cli.main", "submit", "winning-post",
+         "--deadline", "99999999999999h", "--server", "http://127.0.0.1:9",
+         "--retry-for", "0", "--no-wait", "--out", str(tmp_path / "proofs")],
+        capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("cuzk submit: --deadline '99999999999999h'")
+    assert "past the latest time there is" in lines[0]
