@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 from py_arkworks_bls12381 import G1Point
 
+from cuzk.errors import BackendUnavailable
+
 if TYPE_CHECKING:
     from cuzk.prover.keys import ProvingKey
 
@@ -19,6 +21,17 @@ def cupy_installed() -> bool:
     """Whether CuPy can be imported at all. Without it no CUDA device is usable, and asking the
     CUDA backend (which imports numba) costs a CPU-only process half a second to be told so."""
     return "cupy" in sys.modules or importlib.util.find_spec("cupy") is not None
+
+
+def no_cuda(asked_by: str, fallback: str) -> BackendUnavailable:
+    """The error for a CUDA backend asked for (``asked_by``: the setting or flag) on a host
+    where no CUDA device is usable: why, and the two ways out (the ``gpu`` extra on a GPU host,
+    or ``fallback``, the setting that runs the CPU backend)."""
+    why = ("CuPy is not installed" if not cupy_installed() else
+           "CuPy sees no device; an NVIDIA driver of 580 or newer is needed")
+    return BackendUnavailable(
+        f"{asked_by}: no usable CUDA device ({why}): on a GPU host install the gpu extra"
+        f" (.venv/bin/pip install -c constraints.txt -e '.[gpu]'), else use {fallback}")
 
 
 class ComputeBackend(Protocol):
