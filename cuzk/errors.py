@@ -114,3 +114,21 @@ class DeadlineInfeasible(Unavailable):
             f"its priority class the job is predicted to finish at {self.predicted_finish} "
             f"({-self.slack_s:.3f} s late) given the work already running and queued ahead of "
             "it; send it to another prover", None)
+
+
+class KeysDirUnwritable(CuzkError):
+    """The proving-key cache cannot be created or written (a development key cannot be made
+    or cached there)."""
+
+    def __init__(self, directory: object, reason: OSError) -> None:
+        why = reason.strerror or str(reason)
+        super().__init__(
+            f"cannot write proving keys in {directory}: {why}; point the key cache at a writable"
+            " directory (cuzk serve: engine.keys_dir or CUZK_ENGINE_KEYS_DIR; cuzk prove and"
+            " keygen: --keys-dir; default: $XDG_CACHE_HOME/cuzk/keys)")
+        self.directory = str(directory)
+
+
+class BackendUnavailable(CuzkError):
+    """The compute backend asked for cannot run on this host (``backend = "cuda"`` without a
+    usable CUDA device)."""

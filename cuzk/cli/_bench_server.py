@@ -12,9 +12,11 @@ from typing import Any
 
 def add_server_bench_args(p: argparse.ArgumentParser, *, backend: str) -> None:
     """``--backend`` (default ``backend``), ``--keys-dir``, ``--seed``, ``--json``."""
-    p.add_argument("--backend", default=backend, choices=["auto", "cpu", "cuda"])
+    p.add_argument("--backend", default=backend, choices=["auto", "cpu", "cuda"],
+                   help="the server's compute backend (default: %(default)s)")
     p.add_argument("--keys-dir", default=None, help="proving key cache (default: the server's)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0,
+                   help="random seed of the load, so two runs send the same (default: %(default)s)")
     p.add_argument("--json", type=Path, help="also write the figures as JSON here")
 
 

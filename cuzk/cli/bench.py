@@ -59,6 +59,10 @@ def register(subparsers: Any) -> None:
         "engine",
         help="a backlog of mixed jobs through the engine: throughput, latency, busy fraction, "
         "split proving and telemetry on/off side by side",
+        description="Run a backlog of mixed jobs (the bundled proof kinds, weighted) through"
+        " an engine in this process, with telemetry on and off in turn, and print throughput,"
+        " latency, GPU-worker busy fraction and split proving side by side. No server, no"
+        " network.",
     )
     pe.add_argument(
         "--prover",
@@ -66,12 +70,16 @@ def register(subparsers: Any) -> None:
         default="auto",
         help="real: the CPU/GPU prover; scripted: a sleeping double (engine overhead only)",
     )
-    pe.add_argument("--jobs", type=int, default=40)
+    pe.add_argument("--jobs", type=int, default=40,
+                    help="jobs in the backlog (default: %(default)s)")
     pe.add_argument(
         "--repeats", type=int, default=3, help="telemetry on/off pairs (median reported)"
     )
-    pe.add_argument("--seed", type=int, default=0)
-    pe.add_argument("--scale", type=float, default=1.0, help="scripted step-time multiplier")
+    pe.add_argument("--seed", type=int, default=0,
+                    help="random seed of the backlog's mix, so two runs prove the same jobs"
+                    " (default: %(default)s)")
+    pe.add_argument("--scale", type=float, default=1.0,
+                    help="scripted prover only: step-time multiplier (default: %(default)s)")
     pe.add_argument("--json", type=Path, help="also write the figures as JSON here")
     pe.set_defaults(func=run_engine)
     from cuzk.cli.bench_cluster import register as register_cluster
@@ -99,7 +107,7 @@ def run_engine(args: argparse.Namespace) -> int:
 def _snarkjs_cli_prove(snarkjs: str, zkey: Path, wtns: Path, workdir: Path) -> float:
     """One ``snarkjs groth16 prove`` run (node start-up included); leaves its proof in workdir."""
     t0 = time.perf_counter()
-    subprocess.run(
+    out = subprocess.run(
         [
             snarkjs,
             "groth16",
@@ -109,9 +117,14 @@ def _snarkjs_cli_prove(snarkjs: str, zkey: Path, wtns: Path, workdir: Path) -> f
             str(workdir / "sj_proof.json"),
             str(workdir / "sj_public.json"),
         ],
-        check=True,
         capture_output=True,
+        text=True,
     )
+    if out.returncode != 0:
+        said = (out.stderr.strip() or out.stdout.strip()).splitlines()
+        raise CuzkError(f"snarkjs groth16 prove exited {out.returncode}"
+                        + (f": {said[-1]}" if said else "")
+                        + " (is the zkey a snarkjs one for this circuit? --no-snarkjs skips it)")
     return time.perf_counter() - t0
 
 
@@ -182,7 +195,11 @@ def _run_user_circuit(args: argparse.Namespace, snarkjs: str | None, machine: di
                   "and --wtns)", file=sys.stderr)
             return 2
     circuit_args = ["--r1cs", str(args.r1cs), "--zkey", str(args.zkey)]
-    row = _cli_runs(args.r1cs.stem, circuit_args, args.zkey, args.wtns, args.repeat, snarkjs)
+    try:
+        row = _cli_runs(args.r1cs.stem, circuit_args, args.zkey, args.wtns, args.repeat, snarkjs)
+    except CuzkError as e:
+        print(f"cuzk bench prover: {e}", file=sys.stderr)
+        return 1
     row = {"circuit": str(args.r1cs), **row}
     if args.json:
         args.json.write_text(json.dumps({"machine": machine, "results": [row]}, indent=1) + "\n")
@@ -203,8 +220,9 @@ def _cli_runs(name: str, circuit_args: list[str], zkey: Path, wtns: Path, repeat
             t0 = time.perf_counter()
             out = subprocess.run(cuzk_cmd, capture_output=True, text=True)
             if out.returncode != 0:
-                raise CuzkError(f"{name}: cuzk prove exited {out.returncode}: "
-                                f"{out.stderr.strip() or out.stdout.strip()}")
+                said = (out.stderr.strip() or out.stdout.strip()).splitlines()
+                raise CuzkError(f"{name}: cuzk prove exited {out.returncode}"
+                                + (f": {said[-1]}" if said else ""))
             run: dict[str, Any] = {"cuzk_ms": (time.perf_counter() - t0) * 1e3, "load_1m": load,
                                    "cuzk_steps": out.stdout.strip().splitlines()[-1]}
             if snarkjs:

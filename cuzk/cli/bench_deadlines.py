@@ -389,7 +389,9 @@ def register(sub: Any) -> None:
     p.add_argument("--hours", type=float, default=1.0, help="model hours of the day to run")
     p.add_argument("--scale", type=float, default=1 / 100,
                    help="real seconds per model second (default 1/100: an hour in 36 s)")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seed", type=int, default=1,
+                   help="random seed of the arrivals, so two runs see the same day"
+                   " (default: %(default)s)")
     p.add_argument("--loads", default="0.7,0.9,1.1", help="offered loads, fractions of capacity")
     p.add_argument("--scenarios", default="bundled,flat",
                    help="priority settings: bundled, flat (every kind normal)")

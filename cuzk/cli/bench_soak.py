@@ -66,7 +66,9 @@ def register(sub: Any) -> None:
         " per hour of load, lost or failed jobs",
     )
     p.add_argument("--minutes", type=float, default=10.0, help="load duration (default 10)")
-    p.add_argument("--sample-every", type=float, default=5.0, metavar="SECONDS")
+    p.add_argument("--sample-every", type=float, default=5.0, metavar="SECONDS",
+                   help="how often the server's RSS, fds, threads and spans are sampled"
+                   " (default: %(default)g)")
     p.add_argument("--kind", default="winning-post", help="proof kind of the jobs")
     p.add_argument("--jobs-in-flight", type=int, default=2, help="concurrent job clients")
     p.add_argument("--slow-clients", type=int, default=20, help="slow connections kept open")

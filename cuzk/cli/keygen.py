@@ -14,6 +14,7 @@ from cuzk.errors import CuzkError
 from cuzk.files import not_a_file
 from cuzk.prover.keystore import (
     DEFAULT_KEYS_DIR,
+    check_keys_dir,
     ensure_zkey,
     generate_zkey,
     vk_path_for,
@@ -76,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
+        check_keys_dir(args.keys_dir)
         for kind in kinds:
             with stage_progress(f"keygen {kind}") as tick:
                 path = ensure_zkey(kind, Path(circuits[kind].r1cs_path), args.keys_dir, tick)

@@ -93,7 +93,9 @@ def _backend(name: str):
         if cuda_device_count() > 0:
             return CudaBackend(0)
     if name == "cuda":
-        raise UsageError("--backend cuda: no usable CUDA device")
+        from cuzk.prover.backend import no_cuda
+
+        raise no_cuda("--backend cuda", "--backend auto or cpu")
     from cuzk.prover.cpu_backend import CpuBackend
 
     return CpuBackend()
@@ -152,7 +154,9 @@ def _run(args: argparse.Namespace) -> int:
         zkey = c.zkey
     else:
         from cuzk.cli._progress import stage_progress
+        from cuzk.prover.keystore import check_keys_dir
 
+        check_keys_dir(c.keys_dir)  # an unwritable cache: said before any progress is drawn
         t_keygen = time.perf_counter()
         with stage_progress("keygen") as tick:
             zkey = zkey_for(c, tick)

@@ -129,6 +129,12 @@ def check_configured_keys(engine: Any, config: Config) -> None:
             config.engine.keys_dir,
             ", ".join(development),
         )
+        from cuzk.prover.keystore import check_keys_dir
+
+        try:  # told now, not in the first job of each kind
+            check_keys_dir(config.engine.keys_dir)
+        except CuzkError as e:
+            raise BrokenKey(str(e)) from None
     from cuzk.formats.r1cs import read_r1cs
 
     for name, kind in config.proof_kinds.items():
@@ -235,6 +241,7 @@ def serve(config: Config) -> int:
     """
     from cuzk.engine import Engine
     from cuzk.engine.journal import JournalError
+    from cuzk.errors import BackendUnavailable
     from cuzk.telemetry.metrics import EngineMetrics
     from cuzk.telemetry.tracing import configure_tracing
 
@@ -274,7 +281,7 @@ def serve(config: Config) -> int:
             from cuzk.prover.real_prover import RealProver  # without Ray is told at once
 
             engine = Engine(settings, RealProver(settings), tracer_provider=provider)
-    except JournalError as e:
+    except (JournalError, BackendUnavailable) as e:
         listener.close()
         print(f"cuzk serve: refusing to start: {e}", file=sys.stderr)
         return 2

@@ -85,7 +85,7 @@ def register(subparsers: Any) -> None:
         "status",
         help="live view of workers, partitions, jobs and memory",
         description="A live terminal view of a running cuzk server: GPU workers (state, job,"
-        " partition, busy %%), partitions by phase, jobs, the memory budget and resident"
+        " partition, busy %), partitions by phase, jobs, the memory budget and resident"
         " proving keys. A view taller than the terminal pages: arrows or j/k scroll, PgUp/PgDn or"
         " space/b page, Home/End or g/G jump; q or Ctrl-C quits.",
     )

@@ -69,7 +69,14 @@ def register(subparsers: Any) -> None:
         help="keep retrying this long while the server is draining, restarting or answers 503"
         " (default: %(default)g; 0: never retry)",
     )
-    p.add_argument("--priority", choices=PRIORITIES, default=None)
+    p.add_argument(
+        "--priority",
+        choices=PRIORITIES,
+        default=None,
+        help="scheduling class, most urgent first: {%(choices)s}; a job of a more urgent class"
+        " is served before any queued job of a less urgent one (default: the proof kind's"
+        " configured priority, normal unless set)",
+    )
     p.add_argument(
         "--deadline",
         metavar="WHEN",

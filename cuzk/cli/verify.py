@@ -14,7 +14,14 @@ from cuzk.prover.verify import VerificationKey, verify
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("verify", help="verify a proof.json / public.json pair")
+    p = subparsers.add_parser(
+        "verify",
+        help="verify a proof.json / public.json pair",
+        description="Check a Groth16 proof (snarkjs's proof.json and public.json) against a"
+        " verification key: a snarkjs verification_key.json (--vk; `cuzk keygen` writes one"
+        " beside every key) or the one inside a zkey (--zkey). Exit status 0: the proof"
+        " verifies; 1: it does not; 2: a file cannot be read.",
+    )
     key = p.add_mutually_exclusive_group(required=True)
     key.add_argument("--vk", type=Path, help="verification_key.json (snarkjs format)")
     key.add_argument("--zkey", type=Path, help="take the verification key from this zkey")

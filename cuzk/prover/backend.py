@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point
 
+from cuzk.errors import BackendUnavailable
+
 if TYPE_CHECKING:
     from cuzk.prover.keys import ProvingKey
 
@@ -35,6 +37,17 @@ class DevicePhase(Protocol):
     def phase_steps_ms(self) -> dict[str, float]:
         """Milliseconds of each step of the last phase ("H", "MSM A", ... "MSM B2")."""
         ...
+
+
+def no_cuda(asked_by: str, fallback: str) -> BackendUnavailable:
+    """The error for a CUDA backend asked for (``asked_by``: the setting or flag) on a host
+    where no CUDA device is usable: why, and the two ways out (the ``gpu`` extra on a GPU host,
+    or ``fallback``, the setting that runs the CPU backend)."""
+    why = ("CuPy is not installed" if not cupy_installed() else
+           "CuPy sees no device; an NVIDIA driver of 580 or newer is needed")
+    return BackendUnavailable(
+        f"{asked_by}: no usable CUDA device ({why}): on a GPU host install the gpu extra"
+        f" (.venv/bin/pip install -c constraints.txt -e '.[gpu]'), else use {fallback}")
 
 
 class ComputeBackend(Protocol):

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cuzk.errors import KeysDirUnwritable
 from cuzk.formats import r1cs as r1cs_format
 from cuzk.formats import zkey as zkey_format
 
@@ -62,10 +63,14 @@ def generate_zkey(
     from cuzk.prover.keygen import setup
 
     key = setup(r1cs, progress=progress)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_path.with_name(out_path.name + f".tmp{os.getpid()}")
-    zkey_format.write_zkey(tmp, key)
-    os.replace(tmp, out_path)
+    try:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        zkey_format.write_zkey(tmp, key)
+        os.replace(tmp, out_path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise KeysDirUnwritable(out_path.parent, e) from None
     if vk:
         write_verification_key(out_path)
     return out_path
@@ -81,10 +86,8 @@ def ensure_zkey(
 ) -> Path:
     """The cached zkey for this circuit, generating it (once, under a lock) if absent."""
     path = cached_zkey_path(proof_kind, r1cs_path, keys_dir)
-    directory = path.parent
-    directory.mkdir(parents=True, exist_ok=True)
     if not path.exists():
-        with open(directory / f".{path.name}.lock", "w") as lock:
+        with open(_lock_file(path), "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not path.exists():
                 generate_zkey(r1cs_path, path, progress)
@@ -94,6 +97,29 @@ def ensure_zkey(
         except OSError as e:  # a read-only cache still proves; only the vk file is missing
             log.warning("cannot write the verification key of %s: %s", path, e)
     return path
+
+
+def check_keys_dir(keys_dir: Path | None = None) -> Path:
+    """The key cache, created if absent; :class:`KeysDirUnwritable` when it cannot be. A
+    read-only cache that exists passes: the keys already in it still prove."""
+    directory = Path(keys_dir or DEFAULT_KEYS_DIR)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise KeysDirUnwritable(directory, e) from None
+    return directory
+
+
+def _lock_file(path: Path) -> Path:
+    """The lock guarding the making of the key at ``path``, its directory made first; an
+    unwritable cache is a :class:`KeysDirUnwritable` (one line naming it), not an OSError."""
+    lock = path.parent / f".{path.name}.lock"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock.touch()
+    except OSError as e:
+        raise KeysDirUnwritable(path.parent, e) from None
+    return lock
 
 
 def write_json(path: Path, obj: object) -> None:

@@ -86,7 +86,10 @@ class RealProver:
         backend = settings.backend
         count = cuda_device_count() if backend in ("auto", "cuda") else 0
         if backend == "cuda" and count == 0:
-            raise RuntimeError("backend 'cuda' requested but no CUDA device is usable")
+            from cuzk.prover.backend import no_cuda
+
+            raise no_cuda("backend = \"cuda\" (engine.backend, CUZK_ENGINE_BACKEND)",
+                          'backend = "auto" or "cpu"')
         self._backends: dict[str, Any] = {}
         self._lanes: dict[str, LanePool] = {}
         from cuzk.prover.cpu_backend import CpuBackend
