@@ -25,7 +25,7 @@ def test_resource_report_reads_every_function():
 
 def test_a_spill_in_a_called_function_breaks_the_budget():
     r = ptx.resource_report(REPORT, "_Zkern")
-    problems = ptx.budget_problems("cxx/g1_accumulate", r)
+    problems = ptx.budget_problems("cxx/msm_digit_counts", r)
     assert any("spills (24 bytes stores, 16 bytes loads)" in p for p in problems)
     assert any("400 bytes of stack" in p for p in problems)
     assert ptx.budget_problems("unknown_kernel", {**r, "spill_stores": 0, "spill_loads": 0}) == [
