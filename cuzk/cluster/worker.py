@@ -278,21 +278,19 @@ def join_synthesis(witness_part: Any, abc: Any) -> Any:
 
 
 def pack_points(output: Any) -> Any:
-    """Curve points (not picklable) as compressed bytes tagged with their group (G1 or G2:
-    ``GpuOutput.b2`` is a G2 point, or None when finalize computes it), so ``unpack_points``
-    restores them; anything else travels as it is."""
+    """A dataclass holding curve points (not picklable): each point as compressed bytes tagged
+    with its group (G1 or G2: ``GpuOutput.b2`` is a G2 point, or None when finalize computes
+    it), its other fields (``GpuOutput.steps_ms``) as they are, so ``unpack_points`` restores
+    it; anything else travels as it is."""
     obj: Any = output
     instance = dataclasses.is_dataclass(obj) and not isinstance(obj, type)
     if instance:
         from py_arkworks_bls12381 import G1Point, G2Point
 
         fields = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
-        points = [v for v in fields.values() if isinstance(v, (G1Point, G2Point))]
-        if points and all(v is None or isinstance(v, (G1Point, G2Point))
-                          for v in fields.values()):
-            packed = {k: None if v is None
-                      else ("g2" if isinstance(v, G2Point) else "g1",
-                            bytes(v.to_compressed_bytes()))
+        if any(isinstance(v, (G1Point, G2Point)) for v in fields.values()):
+            packed = {k: ("g2" if isinstance(v, G2Point) else "g1", bytes(v.to_compressed_bytes()))
+                      if isinstance(v, (G1Point, G2Point)) else ("raw", v)
                       for k, v in fields.items()}
             return ("points", type(obj).__module__, type(obj).__qualname__, packed)
     return output
@@ -307,6 +305,6 @@ def unpack_points(packed: Any) -> Any:
         _, module, qualname, fields = packed
         cls = getattr(importlib.import_module(module), qualname)
         groups: dict[str, Any] = {"g1": G1Point, "g2": G2Point}
-        return cls(**{k: None if v is None else groups[v[0]].from_compressed_bytes(v[1])
+        return cls(**{k: v[1] if v[0] == "raw" else groups[v[0]].from_compressed_bytes(v[1])
                       for k, v in fields.items()})
     return packed
