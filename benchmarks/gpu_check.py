@@ -193,21 +193,22 @@ def rand_fr_mont(n: int, seed: int) -> np.ndarray:
     return FR.to_mont(x, threads=os.cpu_count() or 1)
 
 
-def host_points(period: int) -> tuple[np.ndarray, np.ndarray]:
-    """(object array of G1Points (i+1)G, (period, 24) uint32 Montgomery rows)."""
-    from py_arkworks_bls12381 import G1Point
+def host_points(period: int, group: str = "g1") -> tuple[np.ndarray, np.ndarray]:
+    """(object array of the points (i+1)G of G1 or G2, (period, 24 or 48) uint32 Montgomery
+    rows)."""
+    from py_arkworks_bls12381 import G1Point, G2Point
 
     from cuzk.curves import BLS12_381
-    from cuzk.prover.points import g1_to_mont_array
+    from cuzk.prover.points import g1_to_mont_array, g2_to_mont_array
 
-    g = G1Point()
+    g = G1Point() if group == "g1" else G2Point()
     pts = np.empty(period, dtype=object)
     acc = g
     for i in range(period):
         pts[i] = acc
         acc = acc + g
-    rows = g1_to_mont_array(BLS12_381, list(pts)).reshape(period, 24)
-    return pts, rows
+    to_rows = g1_to_mont_array if group == "g1" else g2_to_mont_array
+    return pts, to_rows(BLS12_381, list(pts)).reshape(period, -1)
 
 
 # --------------------------------------------------------------------------- sections
@@ -243,22 +244,6 @@ def section_ntt(rt: Any, sizes: list[int], repeats: int) -> dict[str, Any]:
             del x, y, dev, hout
             rt.release()
     return res
-
-
-def host_g2_points(period: int) -> tuple[np.ndarray, np.ndarray]:
-    """(object array of G2Points (i+1)G2, (period, 48) uint32 Montgomery rows)."""
-    from py_arkworks_bls12381 import G2Point
-
-    from cuzk.curves import BLS12_381
-    from cuzk.prover.points import g2_to_mont_array
-
-    g = G2Point()
-    pts = np.empty(period, dtype=object)
-    acc = g
-    for i in range(period):
-        pts[i] = acc
-        acc = acc + g
-    return pts, g2_to_mont_array(BLS12_381, list(pts)).reshape(period, 48)
 
 
 class StepTimer:
@@ -312,7 +297,7 @@ def section_msm(rt: Any, sizes: list[int], repeats: int, period: int = PERIOD,
     t0 = time.perf_counter()
     pts, rows = host_points(period)
     g2_period = min(g2_period, 1 << max(sizes))
-    g2_pts, g2_rows = host_g2_points(g2_period)
+    g2_pts, g2_rows = host_points(g2_period, "g2")
     print(f"MSM: {period} G1 and {g2_period} G2 host points in "
           f"{time.perf_counter() - t0:.1f}s", flush=True)
     rng = np.random.default_rng(7)

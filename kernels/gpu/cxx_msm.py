@@ -19,7 +19,7 @@ import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point
 
 from kernels.curves import BLS12_381
-from kernels.gpu.g1 import xyzz_to_g1
+from kernels.gpu.g1 import mont_int, xyzz_to_g1
 
 SCALAR_BITS = 255   # BLS12-381 r < 2^255
 MIN_C, MAX_C = 4, 20
@@ -66,13 +66,6 @@ G1 = Curve("g1", 24, 48)
 G2 = Curve("g2", 48, 96)
 
 _P = BLS12_381.q
-_RINV = pow(1 << 384, -1, _P)
-
-
-def _fq(words: np.ndarray) -> int:
-    """12 Montgomery limbs -> the field element as an int."""
-    v = int.from_bytes(np.ascontiguousarray(words, dtype="<u4").tobytes(), "little")
-    return v * _RINV % _P
 
 
 def _fq2_inv(a: tuple[int, int]) -> tuple[int, int]:
@@ -91,7 +84,7 @@ def xyzz_to_point(curve: Curve, p: np.ndarray) -> Any:
         return curve.identity()
     if curve.name == "g1":
         return xyzz_to_g1(words.reshape(-1))
-    e = [(_fq(w[:12]), _fq(w[12:])) for w in words]
+    e = [(mont_int(w[:12]), mont_int(w[12:])) for w in words]
     x2 = _fq2_mul(e[0], _fq2_inv(e[2]))
     y2 = _fq2_mul(e[1], _fq2_inv(e[3]))
     raw = b"".join(v.to_bytes(48, "little") for v in (*x2, *y2))

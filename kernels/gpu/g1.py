@@ -13,8 +13,6 @@ from kernels.curves import BLS12_381
 from kernels.field import int_to_limbs
 
 L = 12                 # Fq limbs
-XYZZ_WORDS = 4 * L     # uint32 words per XYZZ point
-AFFINE_WORDS = 2 * L   # uint32 words per affine point
 
 
 _Q = BLS12_381.q
@@ -26,8 +24,8 @@ def _limbs_int(a: np.ndarray) -> int:
     return int.from_bytes(np.ascontiguousarray(a, dtype="<u4").tobytes(), "little")
 
 
-def _mont_int(a: np.ndarray) -> int:
-    """Montgomery limbs -> field element as a Python int."""
+def mont_int(a: np.ndarray) -> int:
+    """Montgomery limbs -> Fq element as a Python int."""
     return _limbs_int(a) * _R_INV_Q % _Q
 
 
@@ -37,24 +35,13 @@ def _int_mont(x: int) -> np.ndarray:
 
 def xyzz_to_affine_ints(p: np.ndarray) -> tuple[int, int] | None:
     """(48,) XYZZ limbs -> affine (x, y) ints, None for infinity (host side, big ints)."""
-    zz = _mont_int(p[24:36])
+    zz = mont_int(p[24:36])
     if zz == 0:
         return None
-    zzz = _mont_int(p[36:48])
-    x = _mont_int(p[0:12]) * pow(zz, -1, _Q) % _Q
-    y = _mont_int(p[12:24]) * pow(zzz, -1, _Q) % _Q
+    zzz = mont_int(p[36:48])
+    x = mont_int(p[0:12]) * pow(zz, -1, _Q) % _Q
+    y = mont_int(p[12:24]) * pow(zzz, -1, _Q) % _Q
     return x, y
-
-
-def affine_ints_to_xyzz(pt: tuple[int, int] | None) -> np.ndarray:
-    out = np.zeros(XYZZ_WORDS, np.uint32)
-    if pt is None:
-        return out
-    out[0:12] = _int_mont(pt[0])
-    out[12:24] = _int_mont(pt[1])
-    out[24:36] = _int_mont(1)
-    out[36:48] = _int_mont(1)
-    return out
 
 
 def xyzz_to_g1(p: np.ndarray):  # -> G1Point
