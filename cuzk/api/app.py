@@ -51,7 +51,6 @@ from cuzk.api.auth import BearerAuth, resolve_token
 from cuzk.api.front_metrics import FrontEndMetrics
 from cuzk.api.input_bounds import kind_body_limit, parse_reservation
 from cuzk.api.limits import Admission, InFlightLimit
-from cuzk.api.logsafe import loggable
 from cuzk.api.openapi_front import front_end_document
 from cuzk.api.signals import check_signal_values, parse_json_int
 from cuzk.api.validation import PROOF_QUERY, SUBMIT, RequestInvalid
@@ -64,6 +63,7 @@ from cuzk.errors import (
     MemoryRequestTooLarge,
     Unavailable,
 )
+from cuzk.logsafe import loggable
 from cuzk.protocol import DEADLINE_REJECTED_STATUS, TERMINAL_STATES, CircuitInfo
 from cuzk.protocol_requests import SubmitRequest, deadline_seconds
 from cuzk.telemetry.metrics import EngineMetrics

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cuzk.api.logsafe import loggable
 from cuzk.config import ConfigError, ServerConfig
+from cuzk.logsafe import loggable
 
 log = logging.getLogger("cuzk.api.auth")
 

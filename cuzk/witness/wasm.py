@@ -38,6 +38,7 @@ import wasmtime
 from cuzk.curves import Curve, curve_for_scalar_prime, unknown_scalar_prime
 from cuzk.errors import FormatError, WitnessError
 from cuzk.formats.wtns import write_wtns
+from cuzk.logsafe import loggable
 
 INPUTS_SUFFIX = ".inputs.json"
 _EXCEPTIONS = {
@@ -378,13 +379,13 @@ class WitnessCalculator:
             if size < 0:
                 known = f" (inputs: {', '.join(self.input_signals)})" if self.input_signals else ""
                 raise WitnessError(
-                    f"unknown input signal '{name}': the circuit has no such input{known}"
+                    f"unknown input signal '{loggable(name)}': the circuit has no such input{known}"
                 )
             values = [self._to_field(name, path, v) for path, v in _flatten(value)]
             if len(values) != size:
                 raise WitnessError(
-                    f"input signal '{name}' needs {size} value{'s' if size != 1 else ''}, "
-                    f"got {len(values)}"
+                    f"input signal '{loggable(name)}' needs {size} "
+                    f"value{'s' if size != 1 else ''}, got {len(values)}"
                 )
             h = fnv1a_64(name)
             prepared.append((name, h, values))
@@ -402,7 +403,7 @@ class WitnessCalculator:
         return prepared
 
     def _to_field(self, name: str, path: str, v: Any) -> int:
-        where = f"'{name}{path}'"
+        where = f"'{loggable(name + path)}'"
         if isinstance(v, bool) or v is None:
             raise WitnessError(f"value of input signal {where} is not a number: {json.dumps(v)}")
         if isinstance(v, int):

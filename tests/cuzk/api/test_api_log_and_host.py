@@ -11,9 +11,9 @@ import pytest
 from starlette.testclient import TestClient
 
 from cuzk.api.app import create_app
-from cuzk.api.logsafe import loggable
 from cuzk.config import Config, ServerConfig
 from cuzk.engine.engine import Engine
+from cuzk.logsafe import loggable
 
 pytestmark = pytest.mark.filterwarnings("ignore::starlette.exceptions.StarletteDeprecationWarning")
 

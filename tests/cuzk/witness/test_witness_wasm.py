@@ -121,6 +121,19 @@ def test_extra_signal(winning: WitnessCalculator, sample: dict) -> None:
         winning.calculate(sample)
 
 
+def test_an_unknown_signal_name_is_echoed_on_one_line(
+    winning: WitnessCalculator, sample: dict
+) -> None:
+    """A 422 quotes the name the client sent: a raw newline in it would split the error (and a
+    log line) in two, so it is escaped as every other client-chosen string is (issue 28)."""
+    sample["evil\nINFO forged line\x1b[2J"] = 1
+    with pytest.raises(WitnessError) as caught:
+        winning.calculate(sample)
+    message = str(caught.value)
+    assert "\n" not in message and "\x1b" not in message
+    assert "'evil\\nINFO forged line\\x1b[2J'" in message
+
+
 def test_wrong_length(winning: WitnessCalculator, sample: dict) -> None:
     sample["siblings"][0][0] = sample["siblings"][0][0][:-1]
     with pytest.raises(WitnessError, match="input signal 'siblings' needs 7 values, got 6"):
