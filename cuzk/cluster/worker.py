@@ -41,15 +41,14 @@ class ProverSpec:
         if self.kind == "scripted":
             from cuzk.testing import ScriptedKind, ScriptedProver
 
-            prover: Any = ScriptedProver({k: ScriptedKind(estimate=e)
-                                          for k, e in self.scripted_estimates.items()})
+            scripted = ScriptedProver({k: ScriptedKind(estimate=e)
+                                       for k, e in self.scripted_estimates.items()})
             for step, seconds in self.scripted_delays.items():
-                prover.delay(step, seconds)
-            return prover
+                scripted.delay(step, seconds)
+            return scripted
         from cuzk.prover.real_prover import RealProver
 
-        real: Any = RealProver(self.settings or EngineSettings())  # a ProverBackend
-        return real
+        return RealProver(self.settings or EngineSettings())
 
 
 @dataclass

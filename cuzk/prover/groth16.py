@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point
@@ -69,7 +69,7 @@ class GpuOutput:
 
 @dataclass
 class Proof:
-    proof: dict
+    proof: dict[str, Any]
     public: list[str]
     verified: bool = field(default=False)
 
@@ -106,7 +106,9 @@ def synthesize_from_witness(
     )
 
 
-def synthesize(key: ProvingKey, circuit: Circuit, inputs: dict, check: bool = True) -> Synthesis:
+def synthesize(
+    key: ProvingKey, circuit: Circuit, inputs: dict[str, Any], check: bool = True
+) -> Synthesis:
     """Step 1: witness generation, then a/b/c. ``check`` tests every constraint (a*b == c)."""
     witness = circuit.calculate_witness(inputs)
     synth = synthesize_from_witness(key, witness, source=f"witness of {circuit.name}")

@@ -81,7 +81,7 @@ class Workers:
             todo.put(i)
         failure: list[str] = []
 
-        def feed(proc: subprocess.Popen) -> None:
+        def feed(proc: subprocess.Popen[bytes]) -> None:
             assert proc.stdin is not None and proc.stdout is not None
             while not failure:
                 try:
