@@ -6,15 +6,14 @@ opens or closes, the partition's phase is read at once (no sampling that could m
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import pytest
 
 from cuzk.engine.backend import PhaseLost
 from cuzk.engine.jobs import Partition
-from cuzk.engine.settings import ProofKindSettings
-from cuzk.testing import make_test_engine, wait_until
+from cuzk.testing import make_test_engine
+from tests.cuzk.engine._scenarios import give_way_engine, run_give_way
 
 ORDER = {"queued_synthesis": 0, "synthesizing": 1, "waiting_memory": 1, "queued_gpu": 2,
          "proving": 3, "finalizing": 4}
@@ -119,23 +118,9 @@ def test_a_partition_that_gives_way_for_memory_is_queued_again_without_a_gap(
 ) -> None:
     """The memory preemption (``_requeue``): the waiting partition's thread goes to higher-class
     work; the partition reads ``queued_synthesis`` at once, never nothing, and its span says so."""
-    engine, _, exporter = make_test_engine(
-        {k: ProofKindSettings(k, 1, "normal") for k in ("held", "far", "near")},
-        memory_budget_bytes=2 * 1000 + 100, synthesis_threads=1)
+    engine, _, exporter = give_way_engine()
     with engine:
-        for k in ("held", "far"):  # no idle key to evict for far's partition: it waits
-            engine.preload(k)
-        engine.pause_workers()
-        now = time.time()
-        jobs = [engine.submit("held", [{"tag": "h"}], deadline=now + 120)]  # holds the memory
-        assert wait_until(lambda: len(engine.pipeline.gpu_queue) == 1)
-        jobs.append(engine.submit("far", [{"tag": "f"}], deadline=now + 90))
-        assert wait_until(lambda: engine.host_budget.waiters == 1)
-        jobs.append(engine.submit("near", [{"tag": "n"}], deadline=now + 60))
-        assert wait_until(lambda: engine.counters.get("synthesis_preempted").get("far", 0) == 1)
-        engine.resume_workers()
-        for job in jobs:
-            assert engine.wait(job.id, 10).state == "succeeded"
+        run_give_way(engine)
     assert not scopes.gaps, scopes.gaps
     phases = scopes.phases_of("f")
     waited = phases.index("waiting_memory")
