@@ -36,7 +36,7 @@ from rich.text import Text
 from cuzk import __version__
 from cuzk.cli._http import CliError, add_server_argument, make_client, request
 from cuzk.cli._layout import Column, fit
-from cuzk.cli._output import error_console
+from cuzk.cli._output import error_console, human_bytes
 from cuzk.cli._pager import Pager, read_keys
 from cuzk.protocol import (
     ACTIVE_PHASES,
@@ -197,17 +197,6 @@ class _Keys:
 
 
 # --------------------------------------------------------------------------- formatting
-
-
-def human_bytes(n: float | None) -> str:
-    if n is None:
-        return "-"
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} TiB"
 
 
 def human_seconds(s: float | None) -> str:
