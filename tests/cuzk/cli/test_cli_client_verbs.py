@@ -4,11 +4,17 @@ port, each with its text, its ``--json`` object and its refusals said on one lin
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import pytest
 
+from cuzk.api.app import create_app
+from cuzk.api.server import uvicorn_config
+from cuzk.config import Config, ServerConfig
 from cuzk.engine.engine import Engine
+from cuzk.serve_process import uvicorn_in_thread
 from tests.cuzk.cli._cli import cuzk, json_out, said
 
 
@@ -90,3 +96,35 @@ def test_preload_and_evict_a_key(tmp_path: Path, server_url: str, engine: Engine
     unknown = cuzk(tmp_path, "keys", "preload", "nope", "--server", server_url)
     line = said(unknown, "keys preload")
     assert "unknown proof kind 'nope' (available: porep-c2, winning-post)" in line, line
+
+
+TOKEN = "verbs-test-token-0123456789abcdef"
+
+
+@pytest.fixture
+def authed_url(engine: Engine) -> Iterator[str]:
+    config = Config(server=ServerConfig(listen="127.0.0.1:0", auth_token=TOKEN))
+    with uvicorn_in_thread(
+        uvicorn_config(create_app(engine, config), config, log_level="warning")
+    ) as url:
+        yield url
+
+
+def test_the_verbs_send_the_token_as_submit_does(
+    tmp_path: Path, authed_url: str, engine: Engine
+) -> None:
+    token = tmp_path / "token"
+    token.write_text(TOKEN + "\n")
+    paused = cuzk(tmp_path, "workers", "pause", "--server", authed_url, "--token-file",
+                  str(token))
+    assert paused.returncode == 0, paused.stderr
+    assert engine.status()["paused"] is True
+    resumed = cuzk(tmp_path, "workers", "resume", "--server", authed_url,
+                   CUZK_AUTH_TOKEN=TOKEN)
+    assert resumed.returncode == 0, resumed.stderr
+    assert engine.status()["paused"] is False
+
+    refused = cuzk(tmp_path, "workers", "pause", "--server", authed_url)
+    line = said(refused, "workers pause")
+    assert "401" in line and "set $CUZK_AUTH_TOKEN or --token-file" in line, line
+    assert engine.status()["paused"] is False  # changed nothing
