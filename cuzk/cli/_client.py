@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 from rich.console import Console
+from rich.text import Text
 
 from cuzk.cli._http import (
     RETRY_FOR_SECONDS,
@@ -66,7 +67,7 @@ def run_client(
     use_json = bool(getattr(args, "json", False))
 
     def warn(text: str) -> None:
-        console.print(f"cuzk {command}: {text}", highlight=False)
+        console.print(f"cuzk {command}: {text}", highlight=False, markup=False)
 
     try:
         with make_client(args.server, timeout=timeout, token_file=args.token_file) as client:
@@ -75,7 +76,7 @@ def run_client(
             code = body(Run(command, call, console, use_json, client)) or 0
     except (CliError, CuzkError) as e:
         line = " ".join(str(e).split())
-        console.print(f"[bold red]cuzk {command}:[/] {line}", highlight=False)
+        console.print(Text.assemble((f"cuzk {command}:", "bold red"), " ", line))
         result["error"], code = line, 1
     result["ok"] = code == 0
     if use_json:

@@ -139,7 +139,11 @@ def make_client(
     url = server_url(server)
     token = auth_token(token_file)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return httpx.Client(base_url=url, timeout=timeout, headers=headers)
+    try:
+        return httpx.Client(base_url=url, timeout=timeout, headers=headers)
+    except (httpx.InvalidURL, ValueError) as e:
+        raise CliError(f"the server URL {url!r} is not a URL ({e}); give one such as"
+                       f" {DEFAULT_SERVER} (--server or CUZK_URL)") from None
 
 
 RETRY_AFTER_MAX_S = 10.0

@@ -242,8 +242,8 @@ def submit(
     # So is the deadline: a bad one is said at once, not after the server was asked.
     deadline = deadline_text(args.deadline) if getattr(args, "deadline", None) else None
     retry_for = float(getattr(args, "retry_for", RETRY_FOR_SECONDS))
-    call = retrying_caller(
-        client, retry_for, lambda text: console.print(f"cuzk submit: {text}", highlight=False))
+    call = retrying_caller(client, retry_for, lambda text: console.print(
+        f"cuzk submit: {text}", highlight=False, markup=False))
 
     entry = _kind_entry(client, args.proof_kind, call)
     partitions = int(entry.get("partitions") or 1)

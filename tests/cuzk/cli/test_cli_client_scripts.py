@@ -145,3 +145,10 @@ def test_the_json_shapes_are_the_documented_ones() -> None:
                    key_result("keys evict", "u", "k")):
         for field in result:
             assert f"`{field}`" in section, field
+
+
+def test_a_server_url_that_is_no_url_is_one_line(tmp_path: Path) -> None:
+    proc = cuzk(tmp_path, "get", "j1", "--server", "http://[oops]:9820", "--json")
+    line = said(proc, "get")
+    assert "the server URL 'http://[oops]:9820' is not a URL" in line, line
+    assert "--server or CUZK_URL" in line and json_out(proc)["error"] in line
