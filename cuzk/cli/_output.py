@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cuzk.errors import CuzkError
+from cuzk.protocol import ACTIVE_PHASES
 
 if TYPE_CHECKING:  # rich is imported when an error is printed, not at every start
     from rich.console import Console
@@ -88,3 +90,18 @@ def write_text(path: Path, text: str, what: str) -> None:
         path.write_text(text)
     except OSError as e:
         raise OutputError(f"{what} {path}: {e.strerror or e}") from None
+
+
+def now_running(job: Mapping[str, Any]) -> str:
+    """What a job runs now: its first partition in flight, the phase and the prover's step
+    ("p2 proving: MSM B1 done, 2/5 (+3 in flight)"); "" when none is in flight."""
+    parts = job.get("partitions")
+    busy = [p for p in parts if isinstance(p, Mapping) and p.get("phase") in ACTIVE_PHASES
+            and p.get("phase") != "queued_synthesis"] if isinstance(parts, list) else []
+    if not busy:
+        return ""
+    first = busy[0]
+    text = f"p{first.get('index')} {first.get('phase')}"
+    if first.get("step"):
+        text += f": {first['step']}"
+    return text + (f" (+{len(busy) - 1} in flight)" if len(busy) > 1 else "")

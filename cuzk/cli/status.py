@@ -36,7 +36,7 @@ from rich.text import Text
 from cuzk import __version__
 from cuzk.cli._http import CliError, add_server_argument, make_client, request
 from cuzk.cli._layout import Column, fit
-from cuzk.cli._output import error_console, human_bytes
+from cuzk.cli._output import error_console, human_bytes, now_running
 from cuzk.cli._pager import Pager, read_keys
 from cuzk.protocol import (
     ACTIVE_PHASES,
@@ -410,6 +410,7 @@ JOB_COLUMNS: list[Column[JobInfo]] = [
            right=True),
     Column("priority", lambda j: j["priority"], keep=30),
     Column("slack", lambda j: slack_cell(j), keep=45, right=True),
+    Column("now", lambda j: now_running(j), keep=50),
 ]
 
 

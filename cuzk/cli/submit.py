@@ -23,7 +23,7 @@ from rich.progress import (
 
 from cuzk.cli._client import Run, add_client_arguments, describe_server, run_client
 from cuzk.cli._http import RETRY_FOR_SECONDS, CliError, request, retrying_caller
-from cuzk.cli._output import check_output_dir, plural, write_text
+from cuzk.cli._output import check_output_dir, now_running, plural, write_text
 from cuzk.cli._results import JobResult, job_result, note_job
 from cuzk.errors import CuzkError
 from cuzk.protocol import PRIORITIES, TERMINAL_STATES
@@ -200,6 +200,13 @@ def _done(job: dict[str, Any]) -> int:
     return 0
 
 
+def activity(job: dict[str, Any]) -> str:
+    """The job's state and what runs now ("running · p2 proving: MSM B1 done, 2/5")."""
+    state = str(job.get("state", ""))
+    now = now_running(job)
+    return f"{state} · {now}" if now and state not in TERMINAL_STATES else state
+
+
 def write_proofs(
     job: dict[str, Any], out_dir: Path, result: JobResult | None = None
 ) -> list[Path]:
@@ -319,7 +326,8 @@ def follow(
         transient=False,
         disable=not show,
     ) as progress:
-        task = progress.add_task(kind, total=partitions, completed=_done(job), state=job["state"])
+        task = progress.add_task(kind, total=partitions, completed=_done(job),
+                                 state=activity(job))
         while job["state"] not in TERMINAL_STATES:
             left = None if timeout is None else timeout - (time.monotonic() - started)
             if left is not None and left <= 0:
@@ -329,5 +337,5 @@ def follow(
                        timeout=wait + 30)
             if result is not None:
                 note_job(result, job)
-            progress.update(task, completed=_done(job), state=job["state"])
+            progress.update(task, completed=_done(job), state=activity(job))
     return job
