@@ -118,7 +118,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     from cuzk.cluster.worker import ProverSpec
     from cuzk.engine.engine import Engine
     from cuzk.engine.settings import EngineSettings, ProofKindSettings
-    from cuzk.testing import ScriptedProver
+    from cuzk.simulated_prover import ScriptedProver
 
     settings = EngineSettings(
         backend="cpu", memory_budget_bytes=1 << 30, tracing_enabled=False,

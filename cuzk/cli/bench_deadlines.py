@@ -148,7 +148,7 @@ def arrivals(hours: float, load: float, seed: int) -> list[Arrival]:
 
 
 def scripted(scale: float) -> Any:
-    from cuzk.testing import ScriptedKind, ScriptedProver
+    from cuzk.simulated_prover import ScriptedKind, ScriptedProver
 
     mib = 1 << 20
     prover = ScriptedProver({k: ScriptedKind(host_bytes=8 * mib,

@@ -101,7 +101,7 @@ def overlap(a: Sequence[tuple[float, float]], b: Sequence[tuple[float, float]]) 
 
 def scripted_prover(scale: float = 1.0) -> ProverBackend:
     """A prover double that sleeps like a pipeline whose GPU phase is the bottleneck."""
-    from cuzk.testing import ScriptedKind, ScriptedProver
+    from cuzk.simulated_prover import ScriptedKind, ScriptedProver
 
     est = PartitionMemory(1 << 20, 600 << 10, 0)
     prover = ScriptedProver({k: ScriptedKind(host_bytes=8 << 20, estimate=est)

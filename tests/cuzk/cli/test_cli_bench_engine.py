@@ -9,7 +9,7 @@ from dataclasses import replace
 from cuzk.cli import bench_engine as bench
 from cuzk.engine.backend import PartitionMemory
 from cuzk.engine.settings import EngineSettings, default_proof_kinds
-from cuzk.testing import ScriptedKind, ScriptedProver
+from cuzk.simulated_prover import ScriptedKind, ScriptedProver
 from tests.cuzk.telemetry.test_telemetry_nvml import FakeNvml
 
 BUS = "0000:3B:00.0"

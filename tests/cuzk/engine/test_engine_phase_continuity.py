@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from cuzk.engine.jobs import Partition
-from cuzk.testing import make_test_engine
+from tests._doubles import make_test_engine
 
 ORDER = {"queued_synthesis": 0, "synthesizing": 1, "waiting_memory": 1, "queued_gpu": 2,
          "proving": 3, "finalizing": 4}
