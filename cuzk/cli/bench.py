@@ -25,7 +25,7 @@ from cuzk.prover.keys import ProvingKey
 from cuzk.prover.keystore import DEFAULT_KEYS_DIR, ensure_zkey
 from cuzk.prover.session import prove_timed
 from cuzk.prover.verify import verify
-from cuzk.tools import find_snarkjs, snarkjs_timer_script
+from cuzk.tools import find_snarkjs, python_module_command, snarkjs_timer_script
 
 
 def register(subparsers: Any) -> None:
@@ -213,8 +213,8 @@ def _cli_runs(name: str, circuit_args: list[str], zkey: Path, wtns: Path, repeat
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        cuzk_cmd = [sys.executable, "-m", "cuzk.cli.main", "prove", *circuit_args,
-                    "--wtns", str(wtns), "--backend", "cpu", "--out", str(work)]
+        cuzk_cmd = python_module_command("cuzk.cli.main", "prove", *circuit_args, "--wtns",
+                                         str(wtns), "--backend", "cpu", "--out", str(work))
         for i in range(repeat):
             load = _load()
             t0 = time.perf_counter()

@@ -39,6 +39,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cuzk.cli.bench_cluster_bytes import table_rows
+from cuzk.tools import python_module_command
 
 NETNS_ENV = "CUZK_BENCH_NETNS"
 
@@ -71,7 +72,6 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if os.environ.get(NETNS_ENV) != "1":
         script = 'ip link set lo up && exec "$0" "$@"'
-        code = "import sys; from cuzk.cli.main import main; raise SystemExit(main(sys.argv[1:]))"
         argv = ["bench", "cluster", "--runs", str(args.runs), "--jobs", str(args.jobs),
                 "--partitions", str(args.partitions), "--gpu-ms", str(args.gpu_ms),
                 "--synth-ms", str(args.synth_ms),
@@ -84,8 +84,8 @@ def run(args: argparse.Namespace) -> int:
             argv += ["--json", str(args.json.resolve())]
         env = {**os.environ, NETNS_ENV: "1", "RAY_USAGE_STATS_ENABLED": "0"}
         try:
-            return subprocess.call(["unshare", "-n", "--", "sh", "-c", script, sys.executable,
-                                    "-c", code, *argv], env=env)
+            return subprocess.call(["unshare", "-n", "--", "sh", "-c", script,
+                                    *python_module_command("cuzk.cli.main", *argv)], env=env)
         except FileNotFoundError:
             print("cuzk bench cluster: needs unshare (util-linux) for a private network "
                   "namespace", file=sys.stderr)
