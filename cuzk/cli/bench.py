@@ -32,13 +32,18 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("bench", help="benchmarks that print figures")
     sub = p.add_subparsers(dest="bench", metavar="WHAT", required=True)
     pp = sub.add_parser(
-        "prover", help="cuzk's CPU prover against snarkjs groth16 prove, same zkey and witness"
+        "prover", help="cuzk's CPU prover against snarkjs groth16 prove, same zkey and witness",
+        description="Prove each proof kind with cuzk's CPU prover and with `snarkjs groth16"
+        " prove` (needs `make node`), interleaved, on the same zkey and witness, and print the"
+        " steps' times and the speed-up side by side; --r1cs times a circuit of your own as"
+        " whole processes.",
     )
     pp.add_argument("kinds", nargs="*", help="proof kinds: bundled (default: all of them) or "
                     "--config's [proof_kinds.<name>], proven as whole `cuzk prove` processes")
     pp.add_argument(
         "--repeat", type=int, default=3,
-        help="interleaved runs per prover (cuzk, snarkjs, cuzk, ...); each run is printed",
+        help="interleaved runs per prover (cuzk, snarkjs, cuzk, ...); each run is printed"
+        " (default: %(default)s)",
     )
     pp.add_argument("--r1cs", type=Path, help="a circuit of your own (with --zkey and --wtns): "
                     "whole `cuzk prove` processes against `snarkjs groth16 prove`")
@@ -53,7 +58,8 @@ def register(subparsers: Any) -> None:
     pp.add_argument(
         "--msm-precompute", choices=("auto", "off", "on"), default="auto",
         help="window tables for the bundled kinds' keys, as [prover] msm_precompute (auto: "
-        "weighed against the auto-detected host memory budget, as `cuzk serve` does)")
+        "weighed against the auto-detected host memory budget, as `cuzk serve` does; default:"
+        " %(default)s)")
     pp.set_defaults(func=run_prover)
     pe = sub.add_parser(
         "engine",
@@ -68,12 +74,15 @@ def register(subparsers: Any) -> None:
         "--prover",
         choices=["auto", "real", "scripted"],
         default="auto",
-        help="real: the CPU/GPU prover; scripted: a sleeping double (engine overhead only)",
+        help="real: the CPU/GPU prover; scripted: the simulated prover, whose steps sleep (the"
+        " engine's overhead only); auto: real when the prover and the bundled circuits' inputs"
+        " are there, else scripted (default: %(default)s)",
     )
     pe.add_argument("--jobs", type=int, default=40,
                     help="jobs in the backlog (default: %(default)s)")
     pe.add_argument(
-        "--repeats", type=int, default=3, help="telemetry on/off pairs (median reported)"
+        "--repeats", type=int, default=3,
+        help="telemetry on/off pairs, the median reported (default: %(default)s)",
     )
     pe.add_argument("--seed", type=int, default=0,
                     help="random seed of the backlog's mix, so two runs prove the same jobs"

@@ -50,20 +50,27 @@ def register(sub: Any) -> None:
         help="Ray's overhead per partition and GPU-worker busy fraction on a local two-node"
         " cluster (scheduling capacity on one box)",
     )
-    p.add_argument("--runs", type=int, default=3, help="measurement runs (default 3)")
-    p.add_argument("--jobs", type=int, default=30, help="one-partition jobs per overhead run")
-    p.add_argument("--partitions", type=int, default=40, help="partitions of the busy job")
-    p.add_argument("--gpu-ms", type=float, default=50.0, help="scripted GPU phase (ms)")
-    p.add_argument("--synth-ms", type=float, default=20.0, help="scripted synthesis (ms)")
+    p.add_argument("--runs", type=int, default=3, help="measurement runs (default: %(default)s)")
+    p.add_argument("--jobs", type=int, default=30, help="one-partition jobs per overhead run"
+                   " (default: %(default)s)")
+    p.add_argument("--partitions", type=int, default=40, help="partitions of the busy job"
+                   " (default: %(default)s)")
+    p.add_argument("--gpu-ms", type=float, default=50.0, help="scripted GPU phase in ms"
+                   " (default: %(default)g)")
+    p.add_argument("--synth-ms", type=float, default=20.0, help="scripted synthesis in ms"
+                   " (default: %(default)g)")
     p.add_argument("--node-losses", type=int, default=10,
-                   help="GPU-node removals mid-job (each then adds a node back; 0: skip)")
+                   help="GPU-node removals mid-job (each then adds a node back; 0: skip;"
+                   " default: %(default)s)")
     p.add_argument("--restart-partitions", type=int, default=4,
-                   help="partitions of the job in flight when the head is killed (0: skip)")
+                   help="partitions of the job in flight when the head is killed (0: skip;"
+                   " default: %(default)s)")
     p.add_argument("--bytes-kinds", default="winning-post",
                    help="proof kinds whose bytes moved per partition are measured, comma-"
-                   "separated, real CPU prover (empty: skip)")
+                   "separated, real CPU prover (empty: skip; default: %(default)s)")
     p.add_argument("--bytes-partitions", type=int, default=4,
-                   help="partitions of each bytes-moved job (one job per run and kind)")
+                   help="partitions of each bytes-moved job, one job per run and kind"
+                   " (default: %(default)s)")
     p.add_argument("--keys-dir", type=Path, help="proving-key cache (default: the user's)")
     p.add_argument("--json", type=Path, help="also write the figures as JSON here")
     p.set_defaults(func=run)

@@ -386,17 +386,21 @@ def register(sub: Any) -> None:
         "deadlines",
         help="a compressed Filecoin day on the scripted prover: today's priority-then-arrival "
         "order against the deadline scheduler at 70/90/110%% load")
-    p.add_argument("--hours", type=float, default=1.0, help="model hours of the day to run")
+    p.add_argument("--hours", type=float, default=1.0, help="model hours of the day to run"
+                   " (default: %(default)g)")
     p.add_argument("--scale", type=float, default=1 / 100,
-                   help="real seconds per model second (default 1/100: an hour in 36 s)")
+                   help="real seconds per model second (default: %(default)g, an hour in 36 s)")
     p.add_argument("--seed", type=int, default=1,
                    help="random seed of the arrivals, so two runs see the same day"
                    " (default: %(default)s)")
-    p.add_argument("--loads", default="0.7,0.9,1.1", help="offered loads, fractions of capacity")
+    p.add_argument("--loads", default="0.7,0.9,1.1", help="offered loads, fractions of capacity,"
+                   " comma-separated (default: %(default)s)")
     p.add_argument("--scenarios", default="bundled,flat",
-                   help="priority settings: bundled, flat (every kind normal)")
+                   help="priority settings, comma-separated: bundled, flat (every kind"
+                   " normal) (default: %(default)s)")
     p.add_argument("--orders", default=",".join(ORDERS),
-                   help="which orders to run: " + ", ".join(ORDERS))
+                   help="which orders to run, comma-separated: " + ", ".join(ORDERS)
+                   + " (default: %(default)s)")
     p.add_argument("--json", type=Path, help="also write the figures as JSON here")
     p.set_defaults(func=_run)
 

@@ -50,17 +50,22 @@ def register(sub: Any) -> None:
         help="kill -9 cycles against a real cuzk serve: jobs accepted, lost, proven twice, "
         "recovery time; journal on/off throughput",
     )
-    p.add_argument("--cycles", type=int, default=20, help="kill -9 cycles (default 20)")
-    p.add_argument("--jobs", type=int, default=40, help="jobs in the kill-cycle backlog")
+    p.add_argument("--cycles", type=int, default=20, help="kill -9 cycles (default: %(default)s)")
+    p.add_argument("--jobs", type=int, default=40, help="jobs in the kill-cycle backlog"
+                   " (default: %(default)s)")
     p.add_argument(
         "--window-partitions", type=int, default=2,
-        help="partitions of a window-post job in this bench (default 2)",
+        help="partitions of a window-post job in this bench (default: %(default)s)",
     )  # fmt: skip
     p.add_argument("--max-kill-delay", type=float, default=2.0, metavar="SECONDS",
-                   help="a kill comes up to this long after a life's first accepted submit")
-    p.add_argument("--cost-jobs", type=int, default=16, help="jobs per journal-cost run")
-    p.add_argument("--cost-repeats", type=int, default=3, help="journal on/off pairs")
-    p.add_argument("--budget-s", type=float, default=3600.0, help="give up after this long")
+                   help="a kill comes up to this long after a life's first accepted submit"
+                   " (default: %(default)g)")
+    p.add_argument("--cost-jobs", type=int, default=16, help="jobs per journal-cost run"
+                   " (default: %(default)s)")
+    p.add_argument("--cost-repeats", type=int, default=3,
+                   help="journal on/off pairs (0: skip the journal's cost; default: %(default)s)")
+    p.add_argument("--budget-s", type=float, default=3600.0, metavar="SECONDS",
+                   help="give up after this long (default: %(default)g)")
     add_server_bench_args(p, backend="cpu")
     p.set_defaults(func=run_durability)
 

@@ -65,20 +65,25 @@ def register(sub: Any) -> None:
         help="steady mixed load through a real cuzk serve; RSS, fds, threads and open spans"
         " per hour of load, lost or failed jobs",
     )
-    p.add_argument("--minutes", type=float, default=10.0, help="load duration (default 10)")
+    p.add_argument("--minutes", type=float, default=10.0, help="load duration"
+                   " (default: %(default)g)")
     p.add_argument("--sample-every", type=float, default=5.0, metavar="SECONDS",
                    help="how often the server's RSS, fds, threads and spans are sampled"
                    " (default: %(default)g)")
-    p.add_argument("--kind", default="winning-post", help="proof kind of the jobs")
-    p.add_argument("--jobs-in-flight", type=int, default=2, help="concurrent job clients")
-    p.add_argument("--slow-clients", type=int, default=20, help="slow connections kept open")
-    p.add_argument("--bad-per-second", type=float, default=5.0, help="bad requests per second")
+    p.add_argument("--kind", default="winning-post", help="bundled proof kind of the jobs"
+                   " (default: %(default)s)")
+    p.add_argument("--jobs-in-flight", type=int, default=2, help="concurrent job clients"
+                   " (default: %(default)s)")
+    p.add_argument("--slow-clients", type=int, default=20, help="slow connections kept open"
+                   " (default: %(default)s)")
+    p.add_argument("--bad-per-second", type=float, default=5.0, help="bad requests per second"
+                   " (default: %(default)g)")
     p.add_argument(
         "--retention-jobs",
         type=int,
         default=50,
         help="the server's journal.retention_jobs: small, so the job history is full before the"
-        " trend is measured (default 50)",
+        " trend is measured (default: %(default)s)",
     )
     add_server_bench_args(p, backend="auto")
     p.set_defaults(func=run_soak)
