@@ -47,3 +47,47 @@ def test_the_scan_finds_lazy_and_dotted_imports():
               "    import hypothesis.strategies as st\n")
     assert absolute_imports(source) == [(1, "os"), (3, "tests._doubles.wait_until"),
                                         (4, "hypothesis.strategies")]
+
+
+# The benches (cuzk/bench) run scenarios and return figures; parsing arguments and the terminal
+# belong to the command line (cuzk/cli), which calls them.
+NOT_IN_BENCHES = ("argparse", "rich", "cuzk.cli")
+
+
+def _prints(source: str) -> list[int]:
+    """Lines calling the builtin ``print``."""
+    return [node.lineno for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id == "print"]
+
+
+def test_the_benches_neither_parse_arguments_nor_print():
+    modules = sorted((ROOT / "cuzk" / "bench").glob("*.py"))
+    assert {"engine.py", "soak.py", "durability.py", "deadlines.py", "cluster.py",
+            "prover.py"} <= {p.name for p in modules}
+    bad = []
+    for path in modules:
+        source = path.read_text()
+        for line, module in absolute_imports(source):
+            if module == "cuzk.cli" or module.startswith(tuple(f"{m}." for m in NOT_IN_BENCHES)) \
+                    or module in NOT_IN_BENCHES:
+                bad.append(f"{path.relative_to(ROOT)}:{line} imports {module}")
+        bad += [f"{path.relative_to(ROOT)}:{line} prints" for line in _prints(source)]
+    assert not bad, "the benches must return their figures to the CLI:\n" + "\n".join(bad)
+
+
+def test_the_bench_commands_live_in_the_cli_and_call_the_benches():
+    """No scenario left behind in cuzk/cli: each bench command imports its bench."""
+    for command, bench in (("bench.py", "cuzk.bench.prover"), ("bench.py", "cuzk.bench.engine"),
+                           ("bench_soak.py", "cuzk.bench.soak"),
+                           ("bench_durability.py", "cuzk.bench.durability"),
+                           ("bench_deadlines.py", "cuzk.bench.deadlines"),
+                           ("bench_cluster.py", "cuzk.bench.cluster")):
+        source = (ROOT / "cuzk" / "cli" / command).read_text()
+        assert any(m.startswith(bench + ".") for _, m in absolute_imports(source)), (command,
+                                                                                     bench)
+    assert not (ROOT / "cuzk" / "testing.py").exists()
+
+
+def test_the_print_scan_finds_a_print():
+    assert _prints("def f():\n    print('x')\nprint\n") == [2]
