@@ -29,8 +29,8 @@ from cuzk.engine.settings import EngineSettings
 @dataclass(frozen=True)
 class ProverSpec:
     """How a worker actor builds its prover: ``real`` (``cuzk.prover.real_prover`` with the
-    head's engine settings) or ``scripted`` (``cuzk.testing.ScriptedProver``, for tests and the
-    cluster bench), with ``scripted_delays`` (step -> seconds)."""
+    head's engine settings) or ``scripted`` (``cuzk.simulated_prover.ScriptedProver``, for the
+    cluster's dry runs and tests), with ``scripted_delays`` (step -> seconds)."""
 
     kind: str
     settings: EngineSettings | None = None
@@ -39,7 +39,7 @@ class ProverSpec:
 
     def build(self) -> ProverBackend:
         if self.kind == "scripted":
-            from cuzk.testing import ScriptedKind, ScriptedProver
+            from cuzk.simulated_prover import ScriptedKind, ScriptedProver
 
             scripted = ScriptedProver({k: ScriptedKind(estimate=e)
                                        for k, e in self.scripted_estimates.items()})

@@ -42,7 +42,7 @@ def test_cluster_node_row_reads_the_worker_actors_endpoints(tmp_path: Path):
     from cuzk.cluster.service_discovery import targets, write
     from cuzk.cluster.worker import ProverSpec, WorkerState
     from cuzk.engine.snapshot import ClusterWorkerView, NodeView
-    from cuzk.testing import make_test_engine, metrics_of
+    from tests._doubles import make_test_engine, metrics_of
 
     spec = ProverSpec("scripted")
     layout = [("gpu-a-0", "gpu", N1), ("cpu-a-0", "cpu", N1), ("gpu-b-0", "gpu", N2)]

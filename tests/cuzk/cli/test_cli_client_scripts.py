@@ -16,7 +16,7 @@ import pytest
 
 from cuzk.cli._results import JobResult, job_result, key_result, workers_result
 from cuzk.engine.engine import Engine
-from cuzk.testing import ScriptedProver
+from cuzk.simulated_prover import ScriptedProver
 from tests.cuzk.cli._cli import cuzk, json_out, said
 
 JOB_FIELDS = set(JobResult.__annotations__)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cuzk.cluster.runtime import executor_of
-from cuzk.testing import make_test_engine
+from tests._doubles import make_test_engine
 
 
 def test_an_engine_over_another_prover_is_not_a_cluster_engine() -> None:

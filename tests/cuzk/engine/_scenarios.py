@@ -7,7 +7,7 @@ from typing import Any
 
 from cuzk.engine.jobs import Job
 from cuzk.engine.settings import ProofKindSettings
-from cuzk.testing import make_test_engine, wait_until
+from tests._doubles import make_test_engine, wait_until
 
 
 def give_way_engine() -> tuple[Any, Any, Any]:

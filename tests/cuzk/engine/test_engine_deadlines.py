@@ -11,7 +11,7 @@ import pytest
 from cuzk.engine.journal import SCHEMA_VERSION, Journal
 from cuzk.engine.settings import ProofKindSettings as K
 from cuzk.errors import DeadlineInfeasible, InputError
-from cuzk.testing import make_test_engine, wait_until
+from tests._doubles import make_test_engine, wait_until
 from tests.cuzk.engine._scenarios import give_way_engine, run_give_way
 
 KINDS = {

@@ -12,7 +12,7 @@ import pytest
 
 from cuzk.engine.backend import PhaseLost
 from cuzk.engine.jobs import Partition
-from cuzk.testing import make_test_engine
+from tests._doubles import make_test_engine
 from tests.cuzk.engine._scenarios import give_way_engine, run_give_way
 
 ORDER = {"queued_synthesis": 0, "synthesizing": 1, "waiting_memory": 1, "queued_gpu": 2,

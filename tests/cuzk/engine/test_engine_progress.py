@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from cuzk import progress
-from cuzk.testing import ScriptedProver, make_test_engine
+from cuzk.simulated_prover import ScriptedProver
+from tests._doubles import make_test_engine
 
 
 def test_the_step_a_prover_reports_shows_in_its_phase_and_ends_with_it() -> None:
