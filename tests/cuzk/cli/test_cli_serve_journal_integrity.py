@@ -273,6 +273,7 @@ def test_a_state_directory_deleted_under_the_server_stops_it_accepting(
             assert "was deleted" in r.text and "retry-after" not in r.headers
         assert _metric(url, "cuzk_journal_lost") == 1
         assert not state.exists()  # the server did not quietly start a new journal
+        assert "Traceback" not in server.output
         server.kill()
         # Nothing was accepted after the loss, so nothing accepted is lost: the request id is
         # unknown to the next server, which starts on an empty journal (the marker went too).

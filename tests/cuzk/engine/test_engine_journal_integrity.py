@@ -20,6 +20,7 @@ from cuzk.engine.journal import (
     Journal,
     JournalCorrupt,
     JournalLost,
+    inputs_digest,
     proof_digest,
 )
 from cuzk.testing import ScriptedProver, make_test_engine, wait_until
@@ -283,6 +284,8 @@ def test_an_idle_journal_notices_its_deletion_on_its_own_and_says_so_once(
     j = Journal.open(path, identity_check_s=0.02)
     watcher = j._watcher
     assert watcher is not None and watcher.is_alive()
+    j.record_accepted(JobRecord("j0", None, "window-post", "high", [], inputs_digest([]), None,
+                                None, 1, 0, 1.0))
     with caplog.at_level("ERROR", logger="cuzk.engine.journal"):
         for p in path.parent.iterdir():
             p.unlink()
@@ -295,6 +298,8 @@ def test_an_idle_journal_notices_its_deletion_on_its_own_and_says_so_once(
             j.record_accepted(JobRecord("j1", None, "window-post", "high", [], "d", None, None,
                                         1, 0, 1.0))
         assert j.fault() is j.lost
+        found = j.find("j0")  # what it held stays readable by this process (the open file)
+        assert found is not None and found.broken is None
     lines = [r for r in caplog.records if "was deleted" in r.getMessage()]
     assert len(lines) == 1, lines
     j.close()
