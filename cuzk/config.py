@@ -1,11 +1,13 @@
 """cuzk configuration: one TOML file, every key overridable by a ``CUZK_<SECTION>_<KEY>`` variable.
 
 Precedence, lowest first: built-in defaults, the TOML file, the environment, then command-line
-values. Every key is declared once, with its default and a one-line description, by
-``cuzk.settings_schema.setting``: the ``[engine]`` keys on ``cuzk.engine.settings.EngineSettings``
-(the engine's own plain settings), the others on the section dataclasses below, the bundled proof
-kinds' defaults in ``cuzk.circuits.registry``. The documented ``cuzk/default_config.toml`` is
-generated from those declarations (``python -m cuzk.config --dump-defaults``).
+values. Every key is declared once, with its type, its default as spelled in TOML and a one-line
+description: the sections below are pydantic models whose fields parse with the project's own
+parsers (``cuzk.settings_schema``), so errors keep the project's words; the ``[engine]`` keys are
+declared on ``cuzk.engine.settings.EngineSettings`` (a plain dataclass: the engine does not import
+pydantic) and wrapped here in a model built from those declarations; the bundled proof kinds'
+defaults live in ``cuzk.circuits.registry``. ``cuzk/default_config.toml`` and the table in
+docs/configuration.md are generated from the declarations (``cuzk.config_docs``).
 
 Everything is validated when loaded; unknown sections and keys (in the file or in a variable of a
 known section) are errors; every error names the key it is about (and the environment variable,
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import json
 import os
 import re
@@ -31,19 +34,25 @@ import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    ValidationError,
+    ValidationInfo,
+    create_model,
+)
 
 from cuzk.errors import CuzkError
 from cuzk.files import not_a_file
-from cuzk.protocol import (
-    DEADLINE_ADMISSIONS,
-    DEADLINE_MISS_POLICIES,
-    DEFAULT_PRIORITY,
-    PRIORITIES,
-)
+from cuzk.protocol import DEADLINE_ADMISSIONS, DEADLINE_MISS_POLICIES, DEFAULT_PRIORITY, PRIORITIES
 from cuzk.settings_schema import (
     REQUIRED,
     ParseContext,
+    Parser,
     Setting,
     boolean,
     byte_size,
@@ -84,7 +93,9 @@ __all__ = [
     "byte_size",
     "dump_defaults",
     "engine_settings",
+    "keys_of",
     "load_config",
+    "schema",
 ]
 
 DEFAULT_LISTEN = "127.0.0.1:9820"
@@ -101,83 +112,157 @@ class ConfigError(CuzkError):
         super().__init__("invalid configuration:\n" + "\n".join(f"  {p}" for p in self.problems))
 
 
-# --------------------------------------------------------------------------- sections
+# --------------------------------------------------------------------------- declaring a key
 
 
 @dataclass(frozen=True)
-class ServerConfig:
+class _Parse:
+    """A field's validator: the project's parser, given where relative paths start (the file
+    the value came from) and the environment (``$XDG_*``) through the validation context."""
+
+    parse: Parser
+
+    def __call__(self, value: Any, info: ValidationInfo) -> Any:
+        context = info.context or {}
+        base = context.get("bases", {}).get(info.field_name)
+        return self.parse(value, ParseContext(base, context.get("env")))
+
+
+def parsed(parse: Parser, input_type: Any = Any) -> PlainValidator:
+    """Annotated metadata: the field's value is ``parse(raw)``; ``input_type`` is what the JSON
+    schema says a file may hold."""
+    return PlainValidator(_Parse(parse), json_schema_input_type=input_type)
+
+
+def key(
+    default: Any,
+    doc: str,
+    *,
+    secret: bool = False,
+    env_fallback: str | None = None,
+    example: Any = None,
+) -> Any:
+    """A declared key: ``default`` is its TOML spelling (parsed like a value from the file);
+    ``secret`` keys are never printed; ``env_fallback`` names a standard variable read when the
+    key is not set; ``example`` is shown in the generated file for a key without a default."""
+    extra: dict[str, Any] = {"x-secret": True} if secret else {}
+    if env_fallback:
+        extra["x-env-fallback"] = env_fallback
+    return Field(
+        ... if default is REQUIRED else default,
+        description=doc,
+        validate_default=True,
+        repr=not secret,
+        examples=None if example is None else [example],
+        json_schema_extra=extra or None,
+    )
+
+
+class Section(BaseModel):
+    """A config table: frozen, and a key it does not declare is an error."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def keys_of(model: type[BaseModel]) -> dict[str, Setting]:
+    """The declared keys of a section model (fields with a description), in declaration order."""
+    out: dict[str, Setting] = {}
+    for name, f in model.model_fields.items():
+        if f.description is None:  # not a key: a proof kind's name, whether it is bundled
+            continue
+        extra = f.json_schema_extra if isinstance(f.json_schema_extra, dict) else {}
+        fallback = extra.get("x-env-fallback")
+        out[name] = Setting(
+            default=REQUIRED if f.is_required() else f.default,
+            doc=f.description,
+            parse=next(m.func.parse for m in f.metadata if isinstance(m, PlainValidator)),  # type: ignore[union-attr]
+            secret=bool(extra.get("x-secret")),
+            env_fallback=str(fallback) if fallback else None,
+            example=f.examples[0] if f.examples else None,
+        )
+    return out
+
+
+Flag = Annotated[bool, parsed(boolean, bool | str)]
+Count = Annotated[int, parsed(positive_int, int | str)]
+Seconds = Annotated[float, parsed(positive_seconds, float | str)]
+Bytes = Annotated[int, parsed(byte_size, int | str)]
+OptionalPath = Annotated[Path | None, parsed(optional_path, str)]
+OptionalText = Annotated[str | None, parsed(optional_string, str)]
+
+
+def one_of(options: tuple[str, ...]) -> PlainValidator:
+    return parsed(choice(options), str)
+
+
+def state_file(name: str) -> PlainValidator:
+    """A path; "" = ``$XDG_STATE_HOME/cuzk/<name>`` (``~/.local/state/cuzk/<name>``)."""
+    return parsed(xdg_path("XDG_STATE_HOME", ".local/state", "cuzk", name), str)
+
+
+# --------------------------------------------------------------------------- sections
+
+
+class ServerConfig(Section):
     """[server]: the HTTP API."""
 
-    listen: str = setting(
-        DEFAULT_LISTEN, "HOST:PORT of the HTTP API (IPv6 as [::1]:9820).", parse_listen
+    listen: Annotated[str, parsed(parse_listen, str)] = key(
+        DEFAULT_LISTEN, "HOST:PORT of the HTTP API (IPv6 as [::1]:9820)."
     )
-    max_body_bytes: int = setting(
+    max_body_bytes: Bytes = key(
         "8MiB",
         "Largest request body accepted; a larger one is refused with 413 while it is being read."
         " A submit is bounded tighter by what the configured kinds' inputs can need.",
-        byte_size,
     )
-    auth_token: str = setting(
+    auth_token: Annotated[str, parsed(secret_string, str)] = key(
         "",
         "Bearer token: when set (here, in auth_token_file, or CUZK_SERVER_AUTH_TOKEN), every "
         "route but /healthz, /readyz (and /metrics unless metrics_require_auth) needs "
         '`Authorization: Bearer ...`. "" = authentication off, which `cuzk serve` allows on a '
         "loopback address only, unless allow_unauthenticated = true. Never printed.",
-        secret_string,
         secret=True,
     )
-    auth_token_file: Path | None = setting(
-        "", 'A file holding the bearer token (instead of auth_token); "" = none.', optional_path
+    auth_token_file: OptionalPath = key(
+        "", 'A file holding the bearer token (instead of auth_token); "" = none.'
     )
-    allow_unauthenticated: bool = setting(
-        False, "Allow a non-loopback listen address without a token.", boolean
+    allow_unauthenticated: Flag = key(
+        False, "Allow a non-loopback listen address without a token."
     )
-    metrics_require_auth: bool = setting(False, "/metrics needs the token too.", boolean)
-    header_timeout_s: float = setting(
+    metrics_require_auth: Flag = key(False, "/metrics needs the token too.")
+    header_timeout_s: Seconds = key(
         5.0,
         "A request's headers must arrive within this many seconds of the connection (or of "
         "its first byte, on a kept-alive connection); 408 / close after.",
-        positive_seconds,
     )
-    body_timeout_s: float = setting(
-        30.0,
-        "A request's body must arrive within this many seconds of its headers (408 after).",
-        positive_seconds,
+    body_timeout_s: Seconds = key(
+        30.0, "A request's body must arrive within this many seconds of its headers (408 after)."
     )
-    write_timeout_s: float = setting(
+    write_timeout_s: Seconds = key(
         30.0,
         "Once a response fills the connection's send buffer, the client must read enough of it"
         " to let writing resume within this many seconds, or it is disconnected.",
-        positive_seconds,
     )
-    keepalive_timeout_s: float = setting(
-        5.0, "An idle kept-alive connection is closed after this many seconds.", positive_seconds
+    keepalive_timeout_s: Seconds = key(
+        5.0, "An idle kept-alive connection is closed after this many seconds."
     )
-    max_connections: int = setting(
-        1024, "Open connections beyond this are answered 503 and closed.", positive_int
-    )
-    max_requests_in_flight: int = setting(
+    max_connections: Count = key(1024, "Open connections beyond this are answered 503 and closed.")
+    max_requests_in_flight: Count = key(
         256,
         "Requests being handled at once (health checks and long-polls excepted); more get 503"
         " with Retry-After, and /readyz says not ready while it is reached.",
-        positive_int,
     )
-    max_long_polls: int = setting(
+    max_long_polls: Count = key(
         64,
         "Long-polls (GET /v1/proofs/{id}?wait=N) waiting at once, on their own threads and apart"
         " from max_requests_in_flight, so they never hold up submits; more get 429.",
-        positive_int,
     )
-    max_long_polls_per_client: int = setting(
+    max_long_polls_per_client: Count = key(
         16,
         "Long-polls waiting at once from one client address (all clients behind one proxy share"
         " it); more get 429 with Retry-After.",
-        positive_int,
     )
-    drain_timeout_s: float = setting(
-        30.0,
-        "On SIGTERM, seconds to finish in-flight requests and running jobs before exiting.",
-        positive_seconds,
+    drain_timeout_s: Seconds = key(
+        30.0, "On SIGTERM, seconds to finish in-flight requests and running jobs before exiting."
     )
 
     @property
@@ -189,42 +274,36 @@ class ServerConfig:
         return split_listen(self.listen)[1]
 
 
-@dataclass(frozen=True)
-class TelemetryConfig:
+class TelemetryConfig(Section):
     """[telemetry]: Prometheus metrics and OpenTelemetry traces."""
 
-    service_name: str = setting(
+    service_name: Annotated[str, parsed(non_empty_string, str)] = key(
         "cuzk",
         'OpenTelemetry service.name. Default: $OTEL_SERVICE_NAME when set, else "cuzk".',
-        non_empty_string,
         env_fallback="OTEL_SERVICE_NAME",
     )
-    metrics: bool = setting(
+    metrics: Flag = key(
         True,
         "Serve Prometheus metrics on /metrics (OpenMetrics with exemplars when the scraper asks).",
-        boolean,
     )
-    tracing: bool = setting(
+    tracing: Flag = key(
         True,
         "Record OpenTelemetry spans (cuzk.job > cuzk.partition > ...). They leave the process "
         "when OTEL_TRACES_EXPORTER asks, or over OTLP when an endpoint is set here or through "
         "the standard OTEL_EXPORTER_OTLP_* variables (docs/telemetry.md lists them all).",
-        boolean,
     )
-    otlp_endpoint: str | None = setting(
+    otlp_endpoint: OptionalText = key(
         "",
         'OTLP endpoint such as "http://localhost:4318", used when OTEL_EXPORTER_OTLP_ENDPOINT '
         "is not set; the protocol is OTEL_EXPORTER_OTLP_PROTOCOL's (default http/protobuf). "
         '"" = the standard OTEL_* variables only.',
-        optional_string,
     )
-    nvml_replay: Path | None = setting(
+    nvml_replay: OptionalPath = key(
         "",
         "A recording of NVML samples (JSON, docs/operations.md) exported as the device gauges "
         "(cuzk_device_utilization_ratio, cuzk_device_memory_used_bytes) of the devices it "
         "names, instead of reading the driver: rehearses the device dashboards and alerts on "
         'a host without a GPU. "" = the driver, when pynvml and a GPU are present.',
-        optional_path,
     )
 
 
@@ -234,17 +313,15 @@ MSM_PRECOMPUTE = ("auto", "off", "on")
 MSM_PRECOMPUTE_BUDGET_SHARE = 16
 
 
-@dataclass(frozen=True)
-class ProverConfig:
+class ProverConfig(Section):
     """[prover]: the CPU prover (the backend without a GPU, and a GPU host's fallback)."""
 
-    field_arith: str = setting(
+    field_arith: Annotated[str, one_of(FIELD_ARITH)] = key(
         "auto",
         'Field multiply of the CPU MSMs: "auto" = mulx/adcx/adox where the CPU has BMI2 and ADX '
         '(checked at start), "portable" = plain 64-bit C everywhere.',
-        choice(FIELD_ARITH),
     )
-    msm_precompute: str = setting(
+    msm_precompute: Annotated[str, one_of(MSM_PRECOMPUTE)] = key(
         "auto",
         "Precomputed window tables for the proving keys' MSM points, built once at key load "
         "(the key's host bytes and the memory budget count them; about 7x the key's point "
@@ -253,52 +330,43 @@ class ProverConfig:
         "(engine.memory_budget_bytes). `cuzk prove`, one "
         'proof per process, builds them only when "on": the build costs more than one proof '
         "saves.",
-        choice(MSM_PRECOMPUTE),
     )
 
 
-@dataclass(frozen=True)
-class JournalConfig:
+class JournalConfig(Section):
     """[journal]: the on-disk record of accepted jobs, so a restart loses none."""
 
-    enabled: bool = setting(
-        True, "Record accepted jobs on disk and recover them at start.", boolean
-    )
-    path: Path = setting(
+    enabled: Flag = key(True, "Record accepted jobs on disk and recover them at start.")
+    path: Annotated[Path, state_file("journal.sqlite3")] = key(
         "",
         'The journal file (SQLite); "" = $XDG_STATE_HOME/cuzk/journal.sqlite3 '
         "(~/.local/state/cuzk/journal.sqlite3).",
-        xdg_path("XDG_STATE_HOME", ".local/state", "cuzk", "journal.sqlite3"),
     )
-    retention_jobs: int = setting(
-        10000, "Finished jobs kept in the journal; the oldest are deleted first.", positive_int
+    retention_jobs: Count = key(
+        10000, "Finished jobs kept in the journal; the oldest are deleted first."
     )
-    retention_s: float = setting(
-        604800, "Seconds a finished job is kept in the journal (604800 = 7 days).", positive_seconds
+    retention_s: Seconds = key(
+        604800, "Seconds a finished job is kept in the journal (604800 = 7 days)."
     )
 
 
-@dataclass(frozen=True)
-class ClusterConfig:
+class ClusterConfig(Section):
     """[cluster]: run the engine's steps on a Ray cluster (docs/cluster.md)."""
 
-    address: str | None = setting(
+    address: OptionalText = key(
         "",
         'Ray cluster to drive, as "host:port" of `ray start --head`; "" = one process '
         "(Ray is never imported). Needs pip install 'cuzk[cluster]'.",
-        optional_string,
     )
-    gpu_slots: int = setting(
+    gpu_slots: Annotated[int, parsed(int_or_auto(lambda: 0), int | str)] = key(
         "auto",
         "GPU workers the head can drive at once (its threads are fixed at start); "
         '"auto" = the GPUs Ray reports at start.',
-        int_or_auto(lambda: 0),
     )
-    sd_file: Path = setting(
+    sd_file: Annotated[Path, state_file("cuzk_sd.json")] = key(
         "",
         "Prometheus file_sd file the head keeps listing every live cuzk endpoint of the cluster "
         '(labels node, role); "" = $XDG_STATE_HOME/cuzk/cuzk_sd.json.',
-        xdg_path("XDG_STATE_HOME", ".local/state", "cuzk", "cuzk_sd.json"),
     )
 
 
@@ -372,18 +440,24 @@ class ProofKindConfig:
 PROOF_KIND_SCHEMA: dict[str, Setting] = settings_of(ProofKindConfig)
 
 
-def _engine_settings_class() -> type[EngineSettings]:
-    # Imported when needed so that importing cuzk.config does not import the engine package.
+@functools.cache
+def engine_model() -> type[Section]:
+    """[engine] as a model, built from the keys ``EngineSettings`` declares (imported here on
+    first use, so that importing cuzk.config does not import the engine package)."""
     from cuzk.engine.settings import EngineSettings
 
-    return EngineSettings
+    fields: dict[str, Any] = {
+        name: (Annotated[Any, parsed(spec.parse)], key(spec.default, spec.doc))
+        for name, spec in settings_of(EngineSettings).items()
+    }
+    return create_model("EngineSection", __base__=Section, __doc__="[engine]", **fields)
 
 
-def _sections() -> dict[str, type]:
-    """Section name -> the dataclass declaring its keys, in file order."""
+def _sections() -> dict[str, type[Section]]:
+    """Section name -> the model declaring its keys, in file order."""
     return {
         "server": ServerConfig,
-        "engine": _engine_settings_class(),
+        "engine": engine_model(),
         "telemetry": TelemetryConfig,
         "journal": JournalConfig,
         "prover": ProverConfig,
@@ -393,7 +467,7 @@ def _sections() -> dict[str, type]:
 
 def schema() -> dict[str, dict[str, Setting]]:
     """Every fixed section's keys: ``{section: {key: Setting}}``."""
-    return {name: settings_of(cls) for name, cls in _sections().items()}
+    return {name: keys_of(model) for name, model in _sections().items()}
 
 
 def __getattr__(name: str) -> Any:
@@ -401,12 +475,16 @@ def __getattr__(name: str) -> Any:
     if name == "SCHEMA":
         return schema()
     if name == "EngineConfig":
-        return _engine_settings_class()
+        from cuzk.engine.settings import EngineSettings
+
+        return EngineSettings
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _default_engine() -> EngineSettings:
-    return _engine_settings_class()()
+    from cuzk.engine.settings import EngineSettings
+
+    return EngineSettings()
 
 
 @dataclass(frozen=True)
@@ -424,10 +502,10 @@ class Config:
         """JSON-able view of every key (paths as strings, secrets redacted), for logs and
         ``cuzk serve --print-config``."""
         out: dict[str, Any] = {}
-        for name in _sections():
-            out[name] = _plain(getattr(self, name))
+        for name, keys in schema().items():
+            out[name] = _plain(getattr(self, name), keys)
         out["proof_kinds"] = {
-            name: _plain(k) | {"name": k.name, "bundled": k.bundled}
+            name: _plain(k, PROOF_KIND_SCHEMA) | {"name": k.name, "bundled": k.bundled}
             for name, k in self.proof_kinds.items()
         }
         out["source"] = str(self.source) if self.source is not None else None
@@ -438,21 +516,19 @@ class Config:
         return engine_settings(self)
 
 
-def _plain(obj: Any) -> dict[str, Any]:
+def _plain(obj: Any, keys: dict[str, Setting]) -> dict[str, Any]:
     """The declared keys of a section object as JSON-able values; secrets redacted."""
     out: dict[str, Any] = {}
-    for key, spec in settings_of(type(obj)).items():
-        value = getattr(obj, key)
+    for name, spec in keys.items():
+        value = getattr(obj, name)
         if spec.secret:
             value = REDACTED if value else ""
         elif isinstance(value, Path):
             value = str(value)
         elif isinstance(value, tuple):
             value = list(value)
-        out[key] = value
+        out[name] = value
     return out
-
-
 def engine_settings(config: Config) -> EngineSettings:
     """The engine's settings: the [engine] section plus what the engine needs from the others."""
     from cuzk.engine.settings import ProofKindSettings
@@ -525,6 +601,22 @@ def _split_kind_variable(rest: str, tokens: Iterable[str]) -> tuple[str | None, 
     return None, rest.lower()
 
 
+def _validate(
+    model: type[Section], raw: Mapping[str, _Raw], env: Mapping[str, str]
+) -> tuple[Any, list[tuple[str, str]]]:
+    """``model`` from raw values (defaults for the rest): (the section, []) or (None, [(key,
+    problem)]); each problem in the parser's words, never pydantic's."""
+    context = {"env": env, "bases": {k: r.base for k, r in raw.items()}}
+    try:
+        return model.model_validate({k: r.value for k, r in raw.items()}, context=context), []
+    except ValidationError as e:
+        errors = e.errors(include_url=False, include_input=False)
+        return None, [
+            (str(err["loc"][0]), str(err.get("ctx", {}).get("error") or err["msg"]))
+            for err in errors
+        ]
+
+
 def load_config(
     path: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
@@ -542,7 +634,7 @@ def load_config(
     """
     env = os.environ if env is None else env
     sections = _sections()
-    keys_of = {name: settings_of(cls) for name, cls in sections.items()}
+    keys_of_section = {name: model.model_fields for name, model in sections.items()}
     problems: list[str] = []
     source = Path(path).expanduser().resolve() if path is not None else None
     doc: dict[str, Any] = {}
@@ -573,12 +665,12 @@ def load_config(
                 if not isinstance(ktable, dict):
                     problems.append(f"proof_kinds.{name}: must be a table")
                     continue
-                for key, value in ktable.items():
-                    if key not in PROOF_KIND_SCHEMA:
-                        at = f"proof_kinds.{name}.{key}"
-                        problems.append(_unknown(at, key, PROOF_KIND_SCHEMA))
+                for key_, value in ktable.items():
+                    if key_ not in PROOF_KIND_SCHEMA:
+                        at = f"proof_kinds.{name}.{key_}"
+                        problems.append(_unknown(at, key_, PROOF_KIND_SCHEMA))
                         continue
-                    kind_raw.setdefault(name, {})[key] = _Raw(value, base)
+                    kind_raw.setdefault(name, {})[key_] = _Raw(value, base)
                 kind_raw.setdefault(name, {})
             continue
         if section not in sections:
@@ -589,11 +681,11 @@ def load_config(
         if not isinstance(table, dict):
             problems.append(f"{section}: must be a table ([{section}])")
             continue
-        for key, value in table.items():
-            if key not in keys_of[section]:
-                problems.append(_unknown(f"{section}.{key}", key, keys_of[section]))
+        for key_, value in table.items():
+            if key_ not in keys_of_section[section]:
+                problems.append(_unknown(f"{section}.{key_}", key_, keys_of_section[section]))
                 continue
-            raw[section][key] = _Raw(value, base)
+            raw[section][key_] = _Raw(value, base)
 
     # Proof kinds: bundled defaults, then file tables.
     try:
@@ -610,7 +702,7 @@ def load_config(
             continue
         value = env[var]
         if var.startswith(kind_prefix):
-            token, key = _split_kind_variable(var[len(kind_prefix) :], env_tokens)
+            token, key_ = _split_kind_variable(var[len(kind_prefix) :], env_tokens)
             if token is None or token not in env_tokens:
                 problems.append(
                     f"{var}: no proof kind matches {token or var[len(kind_prefix) :]!r}"
@@ -618,50 +710,46 @@ def load_config(
                 )
                 continue
             name = env_tokens[token]
-            if key not in PROOF_KIND_SCHEMA:
+            if key_ not in PROOF_KIND_SCHEMA:
                 problems.append(
-                    _unknown(f"{var}: proof_kinds.{name}.{key}", key, PROOF_KIND_SCHEMA)
+                    _unknown(f"{var}: proof_kinds.{name}.{key_}", key_, PROOF_KIND_SCHEMA)
                 )
                 continue
-            kind_raw.setdefault(name, {})[key] = _Raw(value, None, var)
+            kind_raw.setdefault(name, {})[key_] = _Raw(value, None, var)
             continue
-        for section in sections:
+        for section, keys in keys_of_section.items():
             prefix = ENV_PREFIX + section.upper() + "_"
             if var.startswith(prefix):
-                key = var[len(prefix) :].lower()
-                if key not in keys_of[section]:
-                    problems.append(_unknown(f"{var}: {section}.{key}", key, keys_of[section]))
+                key_ = var[len(prefix) :].lower()
+                if key_ not in keys:
+                    problems.append(_unknown(f"{var}: {section}.{key_}", key_, keys))
                 else:
-                    raw[section][key] = _Raw(value, None, var)
+                    raw[section][key_] = _Raw(value, None, var)
                 break
         # Any other CUZK_* variable (CUZK_CONFIG, CUZK_URL, ...) is not a config key.
 
     for dotted, value in (overrides or {}).items():
-        section, _, key = dotted.partition(".")
-        if section not in keys_of or key not in keys_of[section]:
+        section, _, key_ = dotted.partition(".")
+        if section not in keys_of_section or key_ not in keys_of_section[section]:
             raise ValueError(f"override for unknown key {dotted!r}")
         if value is not None:
-            raw[section][key] = _Raw(value, None, "command line")
+            raw[section][key_] = _Raw(value, None, "command line")
 
     def where(section: str, key: str, r: _Raw | None) -> str:
         if r is not None and r.origin:
             return f"{section}.{key} (from {r.origin})"
         return f"{section}.{key}"
 
-    # Parse the fixed sections.
-    parsed: dict[str, dict[str, Any]] = {}
-    for section, keys in keys_of.items():
-        parsed[section] = {}
-        for key, spec in keys.items():
-            r = raw[section].get(key)
-            if r is None and spec.env_fallback and env.get(spec.env_fallback):
-                r = _Raw(env[spec.env_fallback], None, spec.env_fallback)
-            value = r.value if r is not None else spec.default
-            try:
-                parsed[section][key] = spec.parse(value, ParseContext(r.base if r else None, env))
-            except ValueError as e:
-                problems.append(f"{where(section, key, r)}: {e}")
-
+    # Validate the fixed sections.
+    built: dict[str, Any] = {}
+    for section, model in sections.items():
+        for name, spec in keys_of(model).items():
+            fallback = spec.env_fallback
+            if name not in raw[section] and fallback and env.get(fallback):
+                raw[section][name] = _Raw(env[fallback], None, fallback)
+        built[section], errors = _validate(model, raw[section], env)
+        for name, msg in errors:
+            problems.append(f"{where(section, name, raw[section].get(name))}: {msg}")
     # Parse the proof kinds.
     kinds: dict[str, ProofKindConfig] = {}
     for name in all_kind_names:
@@ -714,12 +802,12 @@ def load_config(
     if problems:
         raise ConfigError(problems)
 
-    built: dict[str, Any] = {}
-    for section, cls in sections.items():
-        try:
-            built[section] = cls(**parsed[section])
-        except ValueError as e:  # a check across keys in the section's own __post_init__
-            problems.append(f"{section}: {e}")
+    from cuzk.engine.settings import EngineSettings
+
+    try:  # the engine's checks across its keys (its own __post_init__)
+        built["engine"] = EngineSettings(**dict(built["engine"]))
+    except ValueError as e:
+        problems.append(f"engine: {e}")
     horizon = getattr(built.get("engine"), "deadline_horizon", None)
     for name, k in kinds.items():
         if horizon is not None and k.deadline is not None and k.deadline > horizon:
@@ -793,9 +881,9 @@ def _duration_text(seconds: float | None) -> str:
 def dump_defaults(bundled: Iterable[Any] | None = None) -> str:
     """The documented default config file (what ``cuzk/default_config.toml`` holds)."""
     out = _comment(_HEADER)
-    for section, cls in _sections().items():
+    for section, keys in schema().items():
         out += ["", f"[{section}]"]
-        for key, spec in settings_of(cls).items():
+        for key, spec in keys.items():
             out += _comment(spec.doc)
             line = f"{key} = {_toml_value(spec.default)}"
             # A key whose default comes from a standard variable is shown commented out, so

@@ -7,7 +7,8 @@ TOML file and the ``CUZK_*`` variables and to generate ``cuzk/default_config.tom
 is written in exactly one place. Standard library only, because the engine imports it.
 
 Parsers take the raw value and a :class:`ParseContext`; they raise ``ValueError`` with a message
-that does not name the key (the loader prefixes the key and the variable it came from).
+that does not name the key (the loader prefixes the key and the variable it came from). Each
+accepts its own result unchanged, so a section built in code from typed values validates too.
 """
 
 from __future__ import annotations
@@ -200,7 +201,7 @@ def duration(value: object, ctx: ParseContext | None = None) -> float:
 
 def optional_duration(value: object, ctx: ParseContext | None = None) -> float | None:
     """A duration (:func:`parse_duration`), or ``""`` for none."""
-    if isinstance(value, str) and not value.strip():
+    if value is None or (isinstance(value, str) and not value.strip()):
         return None
     return parse_duration(value)
 
@@ -211,6 +212,8 @@ def phase_seconds(value: object, ctx: ParseContext | None = None) -> tuple[tuple
     from cuzk.protocol import PREDICTED_PHASES
 
     what = "a table of phase = seconds"
+    if isinstance(value, tuple):  # already parsed
+        value = dict(value)
     if isinstance(value, str):
         if not value.strip():
             return ()
@@ -267,7 +270,7 @@ def byte_size(value: object, ctx: ParseContext | None = None) -> int:
 
 def byte_size_or_auto(value: object, ctx: ParseContext | None = None) -> int | None:
     """``"auto"`` (None): the engine sizes it from the machine (total minus the safety margin)."""
-    if isinstance(value, str) and value.strip().lower() == "auto":
+    if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
         return None
     try:
         result = byte_size(value)
@@ -342,6 +345,8 @@ def parse_listen(value: object, ctx: ParseContext | None = None) -> str:
 
 def path(value: object, ctx: ParseContext | None = None) -> Path:
     """A path; ``~`` is expanded and a relative path is taken from the config file's directory."""
+    if isinstance(value, Path):  # already parsed
+        return value
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"must be a non-empty path string, {_got(value)}")
     p = Path(value.strip()).expanduser()
@@ -361,6 +366,8 @@ def xdg_path(variable: str, fallback: str, *parts: str) -> Parser:
     unset or not absolute (the XDG base directory rule), read from the context's environment."""
 
     def parse(value: object, ctx: ParseContext | None = None) -> Path:
+        if isinstance(value, Path):  # already parsed
+            return value
         if not isinstance(value, str):
             default = "/".join(["$" + variable, *parts])
             raise ValueError(f'must be a path string ("" = {default}), {_got(value)}')
@@ -377,6 +384,8 @@ def xdg_path(variable: str, fallback: str, *parts: str) -> Parser:
 def devices(value: object, ctx: ParseContext | None = None) -> tuple[int, ...] | None:
     """``"all"`` (None), a list of device indices, or a comma-separated string of them."""
     what = 'must be "all" or a list of CUDA device indices such as [0, 1] or "0,1"'
+    if value is None:  # already parsed: all
+        return None
     if isinstance(value, str):
         if value.strip().lower() == "all":
             return None
