@@ -68,7 +68,6 @@ from cuzk.settings_schema import (
     positive_int,
     positive_seconds,
     secret_string,
-    setting,
     settings_of,
     split_listen,
     xdg_path,
@@ -189,6 +188,11 @@ Seconds = Annotated[float, parsed(positive_seconds, float | str)]
 Bytes = Annotated[int, parsed(byte_size, int | str)]
 OptionalPath = Annotated[Path | None, parsed(optional_path, str)]
 OptionalText = Annotated[str | None, parsed(optional_string, str)]
+FilePath = Annotated[Path, parsed(path, str)]
+# Aliases at module level: a field named like its parser would hide it in the class body.
+PhaseSeconds = Annotated[
+    tuple[tuple[str, float], ...], parsed(phase_seconds, dict[str, float] | str)
+]
 
 
 def one_of(options: tuple[str, ...]) -> PlainValidator:
@@ -380,64 +384,56 @@ def _proof_kind_name(name: str) -> str | None:
     )
 
 
-@dataclass(frozen=True)
-class ProofKindConfig:
+class ProofKindConfig(Section):
     """[proof_kinds.<name>]: one proof kind (a bundled one's defaults come from the registry)."""
 
     name: str
-    r1cs: Path = setting(
+    r1cs: FilePath = key(
         REQUIRED,
         "Circuit .r1cs (required for a kind that is not bundled).",
-        path,
         example="circuits/my.r1cs",
     )
-    wasm: Path = setting(
+    wasm: FilePath = key(
         REQUIRED,
         "The circom witness generator .wasm (required for a kind that is not bundled).",
-        path,
         example="circuits/my_js/my.wasm",
     )
-    enabled: bool = setting(True, "false drops the kind (for example a bundled one).", boolean)
-    zkey: Path | None = setting(
-        "", 'Proving key; "" = generated into keys_dir on first use (at start when '
-        'deadline_admission is "reject").', optional_path
-    )
-    sample_input: Path | None = setting(
-        "", "Example input for one partition (what `cuzk submit` sends without --input).",
-        optional_path,
-    )  # fmt: skip
-    partitions: int = setting(1, "Partitions (independent proofs) per job.", positive_int)
-    priority: str = setting(
-        DEFAULT_PRIORITY, "Default priority: " + ", ".join(PRIORITIES) + ".", choice(PRIORITIES)
-    )
-    deadline: float | None = setting(
+    enabled: Flag = key(True, "false drops the kind (for example a bundled one).")
+    zkey: OptionalPath = key(
         "",
-        'Relative deadline a submit without one gets, e.g. "20s" or "30m"; "" = none.',
-        optional_duration,
+        'Proving key; "" = generated into keys_dir on first use (at start when '
+        'deadline_admission is "reject").',
     )
-    on_deadline_miss: str = setting(
+    sample_input: OptionalPath = key(
+        "", "Example input for one partition (what `cuzk submit` sends without --input)."
+    )
+    partitions: Count = key(1, "Partitions (independent proofs) per job.")
+    priority: Annotated[str, one_of(PRIORITIES)] = key(
+        DEFAULT_PRIORITY, "Default priority: " + ", ".join(PRIORITIES) + "."
+    )
+    deadline: Annotated[float | None, parsed(optional_duration, float | str)] = key(
+        "", 'Relative deadline a submit without one gets, e.g. "20s" or "30m"; "" = none.'
+    )
+    on_deadline_miss: Annotated[str, one_of(DEADLINE_MISS_POLICIES)] = key(
         "continue",
         'When a job\'s deadline passes: "cancel" drops its unstarted partitions and ends it '
         'deadline_exceeded; "continue" lets it finish (counted as a miss).',
-        choice(DEADLINE_MISS_POLICIES),
     )
-    deadline_admission: str = setting(
+    deadline_admission: Annotated[str, one_of(DEADLINE_ADMISSIONS)] = key(
         "accept",
-        'A submit whose deadline cannot be met even at the front of its priority class: '
+        "A submit whose deadline cannot be met even at the front of its priority class: "
         '"reject" refuses it (503, naming the predicted finish); "accept" takes it, at risk.',
-        choice(DEADLINE_ADMISSIONS),
     )
-    phase_seconds: tuple[tuple[str, float], ...] = setting(
+    phase_seconds: PhaseSeconds = key(
         "",
         "Expected seconds per partition phase, predictions' starting point before any is "
         "measured (later runs start from the journal's figures), e.g. {synthesizing = 0.8, "
         'proving = 2.5, finalizing = 0.4}; "" = none.',
-        phase_seconds,
     )
     bundled: bool = False
 
 
-PROOF_KIND_SCHEMA: dict[str, Setting] = settings_of(ProofKindConfig)
+PROOF_KIND_SCHEMA: dict[str, Setting] = keys_of(ProofKindConfig)
 
 
 @functools.cache
@@ -589,6 +585,25 @@ def _bundled_kinds() -> list[Any]:
     return list(bundled_circuits().values())
 
 
+_REQUIRED_FOR_A_NEW_KIND = "required for a proof kind that is not bundled"
+
+
+def _bundled_values(b: Any) -> dict[str, Any]:
+    """A bundled kind's values from the circuit registry (where they are declared)."""
+    if b is None:
+        return {}
+    return {
+        "r1cs": Path(b.r1cs_path),
+        "wasm": Path(b.wasm_path),
+        "partitions": int(b.partitions),
+        "priority": str(b.priority),
+        "deadline": getattr(b, "deadline_s", None),
+        "on_deadline_miss": str(getattr(b, "on_deadline_miss", "continue")),
+        "deadline_admission": str(getattr(b, "deadline_admission", "accept")),
+        "sample_input": getattr(b, "sample_input_path", None) or None,
+    }
+
+
 def _split_kind_variable(rest: str, tokens: Iterable[str]) -> tuple[str | None, str]:
     """``POREP_C2_SAMPLE_INPUT`` -> (``POREP_C2``, ``sample_input``): keys may hold ``_`` too."""
     for key in sorted(PROOF_KIND_SCHEMA, key=len, reverse=True):
@@ -603,18 +618,22 @@ def _split_kind_variable(rest: str, tokens: Iterable[str]) -> tuple[str | None, 
 
 def _validate(
     model: type[Section], raw: Mapping[str, _Raw], env: Mapping[str, str]
-) -> tuple[Any, list[tuple[str, str]]]:
-    """``model`` from raw values (defaults for the rest): (the section, []) or (None, [(key,
-    problem)]); each problem in the parser's words, never pydantic's."""
+) -> tuple[Any, list[tuple[str, str]], list[str]]:
+    """``model`` from raw values (defaults for the rest): (the section, [], []), or (None,
+    [(key, problem)], [missing required keys]); each problem in the parser's words, never
+    pydantic's (which would show the value, a secret's too)."""
     context = {"env": env, "bases": {k: r.base for k, r in raw.items()}}
     try:
-        return model.model_validate({k: r.value for k, r in raw.items()}, context=context), []
+        return model.model_validate({k: r.value for k, r in raw.items()}, context=context), [], []
     except ValidationError as e:
         errors = e.errors(include_url=False, include_input=False)
-        return None, [
-            (str(err["loc"][0]), str(err.get("ctx", {}).get("error") or err["msg"]))
-            for err in errors
-        ]
+    missing = [str(err["loc"][0]) for err in errors if err["type"] == "missing"]
+    problems = [
+        (str(err["loc"][0]), str(err.get("ctx", {}).get("error") or err["msg"]))
+        for err in errors
+        if err["type"] != "missing"
+    ]
+    return None, problems, missing
 
 
 def load_config(
@@ -747,55 +766,32 @@ def load_config(
             fallback = spec.env_fallback
             if name not in raw[section] and fallback and env.get(fallback):
                 raw[section][name] = _Raw(env[fallback], None, fallback)
-        built[section], errors = _validate(model, raw[section], env)
+        built[section], errors, _ = _validate(model, raw[section], env)
         for name, msg in errors:
             problems.append(f"{where(section, name, raw[section].get(name))}: {msg}")
-    # Parse the proof kinds.
+    # Validate the proof kinds: the registry's values for a bundled one, then its table.
     kinds: dict[str, ProofKindConfig] = {}
     for name in all_kind_names:
         b = bundled_by_name.get(name)
         layer = kind_raw.get(name, {})
-        values: dict[str, Any] = {}
-        for key, spec in PROOF_KIND_SCHEMA.items():
-            if spec.default is not REQUIRED:
-                values[key] = spec.parse(spec.default, ParseContext(None, env))
-        if b is not None:
-            values |= {
-                "r1cs": Path(b.r1cs_path),
-                "wasm": Path(b.wasm_path),
-                "partitions": int(b.partitions),
-                "priority": str(b.priority),
-                "deadline": getattr(b, "deadline_s", None),
-                "on_deadline_miss": str(getattr(b, "on_deadline_miss", "continue")),
-                "deadline_admission": str(getattr(b, "deadline_admission", "accept")),
-            }
-            if getattr(b, "sample_input_path", None):
-                values["sample_input"] = Path(b.sample_input_path)
-        ok = True
-        for key, r in layer.items():
-            try:
-                values[key] = PROOF_KIND_SCHEMA[key].parse(r.value, ParseContext(r.base, env))
-            except ValueError as e:
-                problems.append(f"{where('proof_kinds', f'{name}.{key}', r)}: {e}")
-                ok = False
-        if not ok or not values["enabled"]:
+        given = {"name": _Raw(name, None), "bundled": _Raw(b is not None, None)}
+        given |= {k: _Raw(v, None) for k, v in _bundled_values(b).items()} | layer
+        kind, errors, missing = _validate(ProofKindConfig, given, env)
+        for k, msg in errors:
+            problems.append(f"{where('proof_kinds', f'{name}.{k}', layer.get(k))}: {msg}")
+        if errors or not boolean(given["enabled"].value if "enabled" in given else True):
             continue
-        for key, spec in PROOF_KIND_SCHEMA.items():
-            if spec.default is REQUIRED and values.get(key) is None:
-                problems.append(
-                    f"proof_kinds.{name}.{key}: required for a proof kind that is not bundled"
-                )
-                ok = False
-        if not ok:
+        problems += [f"proof_kinds.{name}.{k}: {_REQUIRED_FOR_A_NEW_KIND}" for k in missing]
+        if missing:
             continue
         if check_files:
-            for key in ("r1cs", "wasm", "zkey", "sample_input"):
-                p = values[key]
+            for k in ("r1cs", "wasm", "zkey", "sample_input"):
+                p = getattr(kind, k)
                 problem = None if p is None else not_a_file(p)
                 if problem:
-                    at = where("proof_kinds", f"{name}.{key}", layer.get(key))
+                    at = where("proof_kinds", f"{name}.{k}", layer.get(k))
                     problems.append(f"{at}: {problem}: {p}")
-        kinds[name] = ProofKindConfig(name=name, bundled=b is not None, **values)
+        kinds[name] = kind
 
     if not kinds and not any(p.startswith("proof_kinds") for p in problems):
         problems.append("proof_kinds: no proof kind is enabled")
@@ -809,9 +805,9 @@ def load_config(
     except ValueError as e:
         problems.append(f"engine: {e}")
     horizon = getattr(built.get("engine"), "deadline_horizon", None)
-    for name, k in kinds.items():
-        if horizon is not None and k.deadline is not None and k.deadline > horizon:
-            problems.append(f"proof_kinds.{name}.deadline: {k.deadline:g} s is beyond "
+    for name, kind in kinds.items():
+        if horizon is not None and kind.deadline is not None and kind.deadline > horizon:
+            problems.append(f"proof_kinds.{name}.deadline: {kind.deadline:g} s is beyond "
                             f"engine.deadline_horizon ({horizon:g} s)")
     if problems:
         raise ConfigError(problems)
