@@ -40,6 +40,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PlainSerializer,
     PlainValidator,
     ValidationError,
     ValidationInfo,
@@ -133,27 +134,16 @@ def parsed(parse: Parser, input_type: Any = Any) -> PlainValidator:
     return PlainValidator(_Parse(parse), json_schema_input_type=input_type)
 
 
-def key(
-    default: Any,
-    doc: str,
-    *,
-    secret: bool = False,
-    env_fallback: str | None = None,
-    example: Any = None,
-) -> Any:
+def key(default: Any, doc: str, *, env_fallback: str | None = None, example: Any = None) -> Any:
     """A declared key: ``default`` is its TOML spelling (parsed like a value from the file);
-    ``secret`` keys are never printed; ``env_fallback`` names a standard variable read when the
-    key is not set; ``example`` is shown in the generated file for a key without a default."""
-    extra: dict[str, Any] = {"x-secret": True} if secret else {}
-    if env_fallback:
-        extra["x-env-fallback"] = env_fallback
+    ``env_fallback`` names a standard variable read when the key is not set; ``example`` is
+    shown in the generated file for a key without a default."""
     return Field(
         ... if default is REQUIRED else default,
         description=doc,
         validate_default=True,
-        repr=not secret,
         examples=None if example is None else [example],
-        json_schema_extra=extra or None,
+        json_schema_extra={"x-env-fallback": env_fallback} if env_fallback else None,
     )
 
 
@@ -175,13 +165,20 @@ def keys_of(model: type[BaseModel]) -> dict[str, Setting]:
             default=REQUIRED if f.is_required() else f.default,
             doc=f.description,
             parse=next(m.func.parse for m in f.metadata if isinstance(m, PlainValidator)),  # type: ignore[union-attr]
-            secret=bool(extra.get("x-secret")),
+            secret=not f.repr,
             env_fallback=str(fallback) if fallback else None,
             example=f.examples[0] if f.examples else None,
         )
     return out
 
 
+# A credential: left out of repr, and every dump (model_dump, to_dict) shows it redacted.
+Secret = Annotated[
+    str,
+    parsed(secret_string, str),
+    PlainSerializer(lambda v: REDACTED if v else ""),
+    Field(repr=False, json_schema_extra={"writeOnly": True}),
+]
 Flag = Annotated[bool, parsed(boolean, bool | str)]
 Count = Annotated[int, parsed(positive_int, int | str)]
 Seconds = Annotated[float, parsed(positive_seconds, float | str)]
@@ -191,7 +188,9 @@ OptionalText = Annotated[str | None, parsed(optional_string, str)]
 FilePath = Annotated[Path, parsed(path, str)]
 # Aliases at module level: a field named like its parser would hide it in the class body.
 PhaseSeconds = Annotated[
-    tuple[tuple[str, float], ...], parsed(phase_seconds, dict[str, float] | str)
+    tuple[tuple[str, float], ...],
+    parsed(phase_seconds, dict[str, float] | str),
+    PlainSerializer(lambda v: [list(pair) for pair in v], when_used="json"),  # () warns else
 ]
 
 
@@ -218,13 +217,12 @@ class ServerConfig(Section):
         "Largest request body accepted; a larger one is refused with 413 while it is being read."
         " A submit is bounded tighter by what the configured kinds' inputs can need.",
     )
-    auth_token: Annotated[str, parsed(secret_string, str)] = key(
+    auth_token: Secret = key(
         "",
         "Bearer token: when set (here, in auth_token_file, or CUZK_SERVER_AUTH_TOKEN), every "
         "route but /healthz, /readyz (and /metrics unless metrics_require_auth) needs "
         '`Authorization: Bearer ...`. "" = authentication off, which `cuzk serve` allows on a '
         "loopback address only, unless allow_unauthenticated = true. Never printed.",
-        secret=True,
     )
     auth_token_file: OptionalPath = key(
         "", 'A file holding the bearer token (instead of auth_token); "" = none.'
@@ -497,11 +495,16 @@ class Config:
     def to_dict(self) -> dict[str, Any]:
         """JSON-able view of every key (paths as strings, secrets redacted), for logs and
         ``cuzk serve --print-config``."""
-        out: dict[str, Any] = {}
-        for name, keys in schema().items():
-            out[name] = _plain(getattr(self, name), keys)
+        engine = engine_model().model_construct(  # the engine's values, already checked
+            **{name: getattr(self.engine, name) for name in engine_model().model_fields}
+        )
+        out: dict[str, Any] = {
+            name: (engine if name == "engine" else getattr(self, name)).model_dump(mode="json")
+            for name in _sections()
+        }
         out["proof_kinds"] = {
-            name: _plain(k, PROOF_KIND_SCHEMA) | {"name": k.name, "bundled": k.bundled}
+            name: k.model_dump(mode="json", exclude={"name", "bundled"})
+            | {"name": k.name, "bundled": k.bundled}
             for name, k in self.proof_kinds.items()
         }
         out["source"] = str(self.source) if self.source is not None else None
@@ -512,19 +515,6 @@ class Config:
         return engine_settings(self)
 
 
-def _plain(obj: Any, keys: dict[str, Setting]) -> dict[str, Any]:
-    """The declared keys of a section object as JSON-able values; secrets redacted."""
-    out: dict[str, Any] = {}
-    for name, spec in keys.items():
-        value = getattr(obj, name)
-        if spec.secret:
-            value = REDACTED if value else ""
-        elif isinstance(value, Path):
-            value = str(value)
-        elif isinstance(value, tuple):
-            value = list(value)
-        out[name] = value
-    return out
 def engine_settings(config: Config) -> EngineSettings:
     """The engine's settings: the [engine] section plus what the engine needs from the others."""
     from cuzk.engine.settings import ProofKindSettings
