@@ -148,9 +148,10 @@ def key(default: Any, doc: str, *, env_fallback: str | None = None, example: Any
 
 
 class Section(BaseModel):
-    """A config table: frozen, and a key it does not declare is an error."""
+    """A config table: frozen; a key it does not declare is an error; errors never show the
+    value (a secret's could be among them: the parsers show the others')."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
 
 def keys_of(model: type[BaseModel]) -> dict[str, Setting]:
@@ -360,7 +361,7 @@ class ClusterConfig(Section):
         'Ray cluster to drive, as "host:port" of `ray start --head`; "" = one process '
         "(Ray is never imported). Needs pip install 'cuzk[cluster]'.",
     )
-    gpu_slots: Annotated[int, parsed(int_or_auto(lambda: 0), int | str)] = key(
+    gpu_slots: Annotated[int | None, parsed(int_or_auto(lambda: None), int | str)] = key(
         "auto",
         "GPU workers the head can drive at once (its threads are fixed at start); "
         '"auto" = the GPUs Ray reports at start.',

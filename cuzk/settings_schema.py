@@ -1,10 +1,11 @@
 """How a setting is declared, once: its default as spelled in TOML, one line saying what it does,
 and the parser that turns a TOML value or an environment string into the typed value.
 
-The engine's settings (``cuzk.engine.settings``) and the application's sections (``cuzk.config``)
-declare their fields with :func:`setting`; ``cuzk.config`` reads those declarations to load the
-TOML file and the ``CUZK_*`` variables and to generate ``cuzk/default_config.toml``. So a default
-is written in exactly one place. Standard library only, because the engine imports it.
+The application's sections (``cuzk.config``) are pydantic models whose fields validate with these
+parsers. The engine's settings (``cuzk.engine.settings``) declare their keys with :func:`setting`
+on a plain dataclass, since the engine does not import pydantic; ``cuzk.config`` builds the
+``[engine]`` model from those declarations. So a default is written in exactly one place.
+Standard library only, because the engine and the HTTP clients (``parse_duration``) import it.
 
 Parsers take the raw value and a :class:`ParseContext`; they raise ``ValueError`` with a message
 that does not name the key (the loader prefixes the key and the variable it came from). Each
@@ -135,11 +136,12 @@ def positive_int(value: object, ctx: ParseContext | None = None) -> int:
     return _int(value, minimum=1, what="a positive integer")
 
 
-def int_or_auto(auto: Callable[[], int]) -> Parser:
-    """A positive integer, or ``"auto"``, which becomes ``auto()`` (a count sized from the host)."""
+def int_or_auto(auto: Callable[[], int | None]) -> Parser:
+    """A positive integer, or ``"auto"``, which becomes ``auto()`` (a count sized from the host,
+    or None where it is sized later; None is taken back as "auto")."""
 
-    def parse(value: object, ctx: ParseContext | None = None) -> int:
-        if isinstance(value, str) and value.strip().lower() == "auto":
+    def parse(value: object, ctx: ParseContext | None = None) -> int | None:
+        if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
             return auto()
         return _int(value, minimum=1, what='a positive integer or "auto"')
 
