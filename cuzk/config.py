@@ -225,9 +225,7 @@ class ServerConfig(Section):
     auth_token_file: OptionalPath = key(
         "", 'A file holding the bearer token (instead of auth_token); "" = none.'
     )
-    allow_unauthenticated: Flag = key(
-        False, "Allow a non-loopback listen address without a token."
-    )
+    allow_unauthenticated: Flag = key(False, "Allow a non-loopback listen address without a token.")
     metrics_require_auth: Flag = key(False, "/metrics needs the token too.")
     header_timeout_s: Seconds = key(
         5.0,
@@ -516,6 +514,11 @@ class Config:
         return engine_settings(self)
 
 
+# What a proof kind's settings take from its section under the same name (deadline: deadline_s).
+_KIND_FIELDS = ("partitions", "priority", "r1cs", "wasm", "zkey", "on_deadline_miss",
+                "deadline_admission", "phase_seconds")
+
+
 def engine_settings(config: Config) -> EngineSettings:
     """The engine's settings: the [engine] section plus what the engine needs from the others."""
     from cuzk.engine.settings import ProofKindSettings
@@ -532,16 +535,7 @@ def engine_settings(config: Config) -> EngineSettings:
         msm_precompute=config.prover.msm_precompute,
         proof_kinds={
             name: ProofKindSettings(
-                name=name,
-                partitions=k.partitions,
-                priority=k.priority,
-                r1cs=k.r1cs,
-                wasm=k.wasm,
-                zkey=k.zkey,
-                deadline_s=k.deadline,
-                on_deadline_miss=k.on_deadline_miss,
-                deadline_admission=k.deadline_admission,
-                phase_seconds=k.phase_seconds,
+                name=name, deadline_s=k.deadline, **{f: getattr(k, f) for f in _KIND_FIELDS}
             )
             for name, k in config.proof_kinds.items()
         },
