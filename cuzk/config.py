@@ -48,6 +48,9 @@ from cuzk.errors import CuzkError
 from cuzk.files import not_a_file
 from cuzk.protocol import DEADLINE_ADMISSIONS, DEADLINE_MISS_POLICIES, DEFAULT_PRIORITY, PRIORITIES
 from cuzk.settings_schema import (
+    FIELD_ARITH,
+    MSM_PRECOMPUTE,
+    MSM_PRECOMPUTE_BUDGET_SHARE,
     REQUIRED,
     ParseContext,
     Parser,
@@ -77,6 +80,9 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_CONFIG_PATH",
     "DEFAULT_LISTEN",
+    "FIELD_ARITH",
+    "MSM_PRECOMPUTE",
+    "MSM_PRECOMPUTE_BUDGET_SHARE",
     "PRIORITIES",
     "PROOF_KIND_SCHEMA",
     "ClusterConfig",
@@ -303,12 +309,6 @@ class TelemetryConfig(Section):
         "names, instead of reading the driver: rehearses the device dashboards and alerts on "
         'a host without a GPU. "" = the driver, when pynvml and a GPU are present.',
     )
-
-
-FIELD_ARITH = ("auto", "portable")
-MSM_PRECOMPUTE = ("auto", "off", "on")
-# auto builds a key's window tables when they take at most this share of the host memory budget.
-MSM_PRECOMPUTE_BUDGET_SHARE = 16
 
 
 class ProverConfig(Section):

@@ -23,6 +23,9 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "FIELD_ARITH",
+    "MSM_PRECOMPUTE",
+    "MSM_PRECOMPUTE_BUDGET_SHARE",
     "REQUIRED",
     "ParseContext",
     "Setting",
@@ -48,6 +51,14 @@ __all__ = [
     "split_listen",
     "xdg_path",
 ]
+
+
+# The CPU prover's choices ([prover] keys), spelled here so that the prover reads them without
+# importing cuzk.config (and pydantic with it).
+FIELD_ARITH = ("auto", "portable")
+MSM_PRECOMPUTE = ("auto", "off", "on")
+# auto builds a key's window tables when they take at most this share of the host memory budget.
+MSM_PRECOMPUTE_BUDGET_SHARE = 16
 
 
 @dataclass(frozen=True)

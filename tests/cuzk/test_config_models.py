@@ -90,10 +90,11 @@ def test_a_secret_is_never_shown_by_the_model() -> None:
     assert "auth_token" in str(excinfo.value) and "123456789" not in str(excinfo.value)
 
 
-def test_the_engine_imports_no_pydantic() -> None:
+def test_the_engine_and_the_prover_import_no_pydantic() -> None:
     """EngineSettings stays a plain dataclass (the [engine] model is built in cuzk.config from
-    its declarations): importing pydantic and building a model costs about 100 ms."""
-    code = ("import sys, cuzk.engine.settings, cuzk.engine.engine\n"
+    its declarations) and the prover reads its choices from cuzk.settings_schema: importing
+    pydantic and building a model costs about 100 ms, in every process that proves."""
+    code = ("import sys, cuzk.engine.settings, cuzk.engine.engine, cuzk.prover.native_msm\n"
             "print(sorted(m for m in sys.modules if m.startswith('pydantic')))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=True)
