@@ -98,7 +98,7 @@ def _cluster_engine(config: Config, settings: Any, provider: Any,
     address = config.cluster.address
     log.info("cluster: connecting to the Ray cluster at %s", address)
     try:
-        engine = cluster_engine(settings, address, gpu_slots=config.cluster.gpu_slots or None,
+        engine = cluster_engine(settings, address, gpu_slots=config.cluster.gpu_slots,
                                 tracer_provider=provider, otel_env=otel_env)
     except ConnectionError as e:
         raise ClusterUnavailable(f"cannot reach the Ray cluster at {address}: {e}") from None
