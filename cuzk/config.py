@@ -285,7 +285,7 @@ class ClusterConfig:
     address: str | None = setting(
         "",
         'Ray cluster to drive, as "host:port" of `ray start --head`; "" = one process '
-        "(Ray is never imported). Needs pip install 'cuzk[cluster]'.",
+        "(Ray is never imported). Needs the cluster extra (docs/cluster.md, Install).",
         optional_string,
     )
     gpu_slots: int = setting(
