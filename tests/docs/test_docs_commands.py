@@ -42,9 +42,6 @@ _BENCH = (
     "test_synthetic.py run the same commands small"
 )
 SKIPPED: dict[tuple[str, str], str] = {
-    ("README.md", "make serve"): "the set-up itself: installs .venv (minutes, network) and serves"
-    " in the foreground; CI's `make test` shares its install, and the servers here run what it"
-    " runs (`cuzk serve`, default config)",
     ("README.md", "make test"): "the whole suite: CI runs it",
     ("README.md", ".venv/bin/pip install -c constraints.txt -e '.[gpu]'"): "CUDA 13 wheels for a"
     " GPU host (docs/gpu-check.md)",
@@ -70,12 +67,14 @@ SKIPPED: dict[tuple[str, str], str] = {
 RUN_ELSEWHERE = {
     "docs/custom-circuits.md": "tests/interop/test_interop_walkthrough.py runs every sh block"
 }
+MAKE_SERVE = ("README.md", "make serve")
 USING = ("README.md", "cuzk submit winning-post --out proofs/")
 LOCAL = ("README.md", "cuzk prove window-post --out out/")
 MEMORY = ("README.md", "CUZK_ENGINE_MEMORY_BUDGET_BYTES=20000000 cuzk serve")
 OWN = ("README.md", "circom2 weighted_sum.circom --prime bls12381 --r1cs --wasm --sym")
 SEND = ("docs/operations.md", "python - <<'EOF'")
 RUN_HERE: dict[tuple[str, str], str] = {
+    MAKE_SERVE: "test_readme_make_serve",
     USING: "test_readme_using_a_server",
     LOCAL: "test_readme_without_a_server",
     MEMORY: "test_readme_507",
@@ -276,26 +275,49 @@ def wait_ready(port: int, proc: subprocess.Popen, log: Path, within: float = 90)
 class Server:
     port: int
     env: dict[str, str]
+    command: str
+
+
+def _installed() -> bool:
+    """Whether `make serve` would only serve: the venv and the native extension up to date
+    (after `make test`'s set-up, as in CI), so running it installs nothing."""
+    if not shutil.which("make"):
+        return False
+    stamps = [".venv/bin/.runtime", "cuzk/prover/_native/.built"]
+    return subprocess.run(["make", "-q", "-C", str(ROOT), *stamps], capture_output=True,
+                          timeout=60).returncode == 0  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def make_serve_server(tmp_path_factory, bundled_keys: Path) -> Iterator[Server]:
-    """What `make serve` runs once installed: `cuzk serve` on the default config, the bundled
-    kinds, in a directory of its own, shared by the blocks that say "with the server running"."""
+    """The README's `make serve`, in the clone, shared by the blocks that say "with the server
+    running". Where it would install first (a checkout without its own .venv) the server is
+    `cuzk serve`, what it runs once installed, and test_readme_make_serve skips (fails in CI)."""
     node_bin("snarkjs")
+    (command,) = _block(MAKE_SERVE).commands
+    if not _installed():
+        command = "cuzk serve"
     tmp = tmp_path_factory.mktemp("make-serve")
     port = free_port()
     env = reader_env(tmp / "home", bundled_keys, port)
     env["XDG_STATE_HOME"] = str(tmp / "state")
     log = tmp / "serve.log"
     with open(log, "w") as f:
-        proc = subprocess.Popen(["cuzk", "serve"], cwd=tmp, env=env, stdout=f,
+        proc = subprocess.Popen(["bash", "-c", command], cwd=ROOT, env=env, stdout=f,
                                 stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
     try:
         wait_ready(port, proc, log)
-        yield Server(port, env)
+        yield Server(port, env, command)
     finally:
         _stop_group(proc)
+
+
+def test_readme_make_serve(make_serve_server: Server):
+    """`make serve` itself served the blocks below (not only what it runs)."""
+    if make_serve_server.command != "make serve":
+        require_tool("make serve", "", hint="this checkout's .venv is not installed: make test")
+    body = httpx.get(f"http://127.0.0.1:{make_serve_server.port}/v1/status", timeout=10).json()
+    assert body["workers"], body
 
 
 # -- the blocks ---------------------------------------------------------------------------------
