@@ -38,8 +38,8 @@ _RAY = "three machines and a Ray cluster; tests/cluster runs the same roles on o
 _DOCKER = "Docker, which the test machines lack; tests/deploy runs the stack's parts without it"
 _BENCH = (
     "minutes each by design (soak --minutes 10, 20 kill -9s, every kind against snarkjs, a 2^20"
-    " development key); tests/cuzk/cli/test_cli_bench_*.py and tests/cuzk/circuits/"
-    "test_synthetic.py run the same commands small"
+    " development key); tests/cuzk/cli/test_cli_bench_*.py, test_cli_custom_circuit.py (bench"
+    " prover) and tests/cuzk/circuits/test_synthetic.py run the same commands small"
 )
 SKIPPED: dict[tuple[str, str], str] = {
     ("README.md", "make test"): "the whole suite: CI runs it",
