@@ -4,11 +4,13 @@ neither fails ``test_every_command_block_is_run_or_skipped``, so the docs cannot
 
 What the runner changes, and nothing else: the ports 9820 and 9821 become free loopback ports
 (``CUZK_SERVER_LISTEN`` names the first, as ``make serve`` users get 9820 by default); ``HOME``
-is a fresh directory whose key cache already holds the bundled development keys (copied from
+is a fresh directory whose key cache already holds the bundled development keys (linked from
 the suite's KEYS_DIR: generating them is tested elsewhere and costs seconds each);
 ``CUZK_PROVER_MSM_PRECOMPUTE=off`` (window tables cost seconds at each key load, as in the rest
 of the suite); a live view (``cuzk status``) runs for LIVE_S seconds and must still be running;
-``PATH`` holds this venv's ``bin`` and ``node_modules/.bin``, as the README tells a reader."""
+a ``cuzk serve`` meant for another terminal runs in the background, and the next command waits
+until it listens; ``PATH`` holds this venv's ``bin`` and ``node_modules/.bin``, as the README
+tells a reader."""
 
 from __future__ import annotations
 
