@@ -74,7 +74,7 @@ USING = ("README.md", "cuzk submit winning-post --out proofs/")
 LOCAL = ("README.md", "cuzk prove window-post --out out/")
 MEMORY = ("README.md", "CUZK_ENGINE_MEMORY_BUDGET_BYTES=20000000 cuzk serve")
 OWN = ("README.md", "circom2 weighted_sum.circom --prime bls12381 --r1cs --wasm --sym")
-SEND = ("docs/operations.md", "python - <<'EOF'")
+SEND = ("docs/operations.md", "python3 - <<'EOF'")
 RUN_HERE: dict[tuple[str, str], str] = {
     MAKE_SERVE: "test_readme_make_serve",
     USING: "test_readme_using_a_server",
