@@ -354,7 +354,7 @@ class ClusterConfig(Section):
     address: OptionalText = key(
         "",
         'Ray cluster to drive, as "host:port" of `ray start --head`; "" = one process '
-        "(Ray is never imported). Needs pip install 'cuzk[cluster]'.",
+        "(Ray is never imported). Needs the cluster extra (docs/cluster.md, Install).",
     )
     gpu_slots: Annotated[int | None, parsed(int_or_auto(lambda: None), int | str)] = key(
         "auto",
