@@ -24,12 +24,13 @@ from typing import Any
 from cuzk.bench import Echo, quiet
 from cuzk.errors import CuzkError
 from cuzk.formats.wtns import write_wtns
+from cuzk.formats.zkey import read_zkey
 from cuzk.prover.circuit import Circuit
 from cuzk.prover.cpu_backend import CpuBackend
-from cuzk.prover.keys import ProvingKey
+from cuzk.prover.keys import ProvingKey, verification_key_of
 from cuzk.prover.keystore import ensure_zkey
 from cuzk.prover.session import prove_timed
-from cuzk.prover.verify import verify
+from cuzk.prover.verify import VerificationKey, verify
 from cuzk.tools import python_module_command, snarkjs_timer_script
 
 
@@ -115,10 +116,22 @@ def run_line(kind: str, i: int, run: dict[str, Any]) -> str:
     return f"{kind} run {i + 1}: cuzk {run['cuzk_ms']:.0f} ms  {sj}load {run['load_1m']:.2f}"
 
 
+def _verifies(vk: VerificationKey, proof_file: Path, public_file: Path) -> bool:
+    """Whether a proof a process wrote verifies with the zkey's own verification key (a file
+    that is missing or does not parse does not)."""
+    try:
+        proof, public = json.loads(proof_file.read_text()), json.loads(public_file.read_text())
+        return bool(verify(vk, proof, public))
+    except (OSError, ValueError, CuzkError):
+        return False
+
+
 def cli_runs(name: str, circuit_args: list[str], zkey: Path, wtns: Path, repeat: int,
              snarkjs: str | None, echo: Echo = quiet) -> dict[str, Any]:
     """``repeat`` interleaved pairs of whole processes: ``cuzk prove <circuit_args> --wtns``
-    (start-up, key load and checks included), then ``snarkjs groth16 prove`` on the same files."""
+    (start-up, key load and checks included), then ``snarkjs groth16 prove`` on the same files.
+    Every proof either wrote is verified with the zkey's verification key, outside both."""
+    vk = verification_key_of(read_zkey(zkey), zkey)
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -133,16 +146,24 @@ def cli_runs(name: str, circuit_args: list[str], zkey: Path, wtns: Path, repeat:
                 raise CuzkError(f"{name}: cuzk prove exited {out.returncode}"
                                 + (f": {said[-1]}" if said else ""))
             run: dict[str, Any] = {"cuzk_ms": (time.perf_counter() - t0) * 1e3, "load_1m": load,
-                                   "cuzk_steps": out.stdout.strip().splitlines()[-1]}
+                                   "cuzk_steps": out.stdout.strip().splitlines()[-1],
+                                   "cuzk_proof_verifies": _verifies(
+                                       vk, work / "proof.json", work / "public.json")}
+            (work / "proof.json").unlink(missing_ok=True)  # the next run must write its own
             if snarkjs:
                 run["snarkjs_ms"] = snarkjs_cli_prove(snarkjs, zkey, wtns, work) * 1e3
                 run["speedup"] = run["snarkjs_ms"] / run["cuzk_ms"]
+                run["snarkjs_proof_verifies"] = _verifies(
+                    vk, work / "sj_proof.json", work / "sj_public.json")
+                (work / "sj_proof.json").unlink(missing_ok=True)
             runs.append(run)
             echo(run_line(name, i, run))
             echo(f"  {run['cuzk_steps']}")
-    row: dict[str, Any] = {"mode": "cli", "runs": runs, **_spread(runs, "cuzk_ms")}
+    row: dict[str, Any] = {"mode": "cli", "runs": runs, **_spread(runs, "cuzk_ms"),
+                           "cuzk_proofs_verified": sum(r["cuzk_proof_verifies"] for r in runs)}
     if snarkjs:
-        row |= _spread(runs, "speedup")
+        row |= _spread(runs, "speedup") | _spread(runs, "snarkjs_ms")
+        row["snarkjs_proofs_verified"] = sum(r["snarkjs_proof_verifies"] for r in runs)
         echo(f"{name}: speedup x{row['speedup_min']:.2f}..x{row['speedup_max']:.2f} "
              f"(median x{row['speedup_median']:.2f}) over {len(runs)} interleaved runs")
     return row

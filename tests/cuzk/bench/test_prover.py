@@ -19,9 +19,43 @@ def test_whole_process_runs_without_snarkjs():
     assert row["mode"] == "cli" and len(row["runs"]) == 2
     assert 0 < row["cuzk_ms_min"] <= row["cuzk_ms_median"] <= row["cuzk_ms_max"]
     assert "speedup_median" not in row  # no snarkjs, no ratio
+    assert row["cuzk_proofs_verified"] == 2 and all(r["cuzk_proof_verifies"] for r in row["runs"])
     assert len(lines) == 4 and lines[2].startswith("tiny run 2: cuzk ")
     assert lines[0] == run_line("tiny", 0, row["runs"][0])
     assert lines[1] == f"  {row['runs'][0]['cuzk_steps']}" and "key_load=" in lines[1]
+
+
+def test_whole_process_runs_verify_both_provers_proofs(snarkjs):
+    from tests._tools import node_bin
+
+    row = cli_runs("tiny", ["--r1cs", str(R1CS), "--zkey", str(ZKEY)], ZKEY, WTNS, 1,
+                   str(node_bin("snarkjs")))
+    assert row["cuzk_proofs_verified"] == 1 and row["snarkjs_proofs_verified"] == 1
+    assert 0 < row["snarkjs_ms_min"] <= row["snarkjs_ms_max"]
+
+
+def test_a_proof_that_does_not_verify_or_is_missing_is_counted_as_such(tmp_path):
+    import json
+
+    from cuzk.bench.prover import _verifies
+    from cuzk.formats.zkey import read_zkey
+    from cuzk.prover.keys import verification_key_of
+
+    vk = verification_key_of(read_zkey(ZKEY), ZKEY)
+    work = tmp_path / "run"
+    work.mkdir()
+    cli_runs_out = ["--r1cs", str(R1CS), "--zkey", str(ZKEY), "--wtns", str(WTNS), "--out",
+                    str(work), "--backend", "cpu"]
+    from cuzk.cli.main import main
+
+    assert main(["prove", *cli_runs_out]) == 0
+    proof, public = work / "proof.json", work / "public.json"
+    assert _verifies(vk, proof, public)
+    tampered = json.loads(proof.read_text())
+    tampered["pi_a"], tampered["pi_c"] = tampered["pi_c"], tampered["pi_a"]
+    proof.write_text(json.dumps(tampered))
+    assert not _verifies(vk, proof, public)
+    assert not _verifies(vk, work / "missing.json", public)
 
 
 def test_a_failing_cuzk_prove_is_raised_with_its_reason():

@@ -318,10 +318,12 @@ def test_bench_prover_a_configured_kind(tmp_path: Path, capsys):
     assert main(bench) == 0
     out = capsys.readouterr().out
     assert "tiny run 1: cuzk " in out and "tiny: proof verified=True" in out
+    assert "whole processes" in out and "1/1" in out  # the summary, the proof verified outside
     result = json.loads(figures.read_text())
     assert result["machine"]["cores"] >= 1 and result["machine"]["field_arith"]
     (row,) = result["results"]
     assert row["proof_kind"] == "tiny" and row["configured"] and len(row["runs"]) == 1
+    assert row["cuzk_proofs_verified"] == 1
     assert " read=" in row["runs"][0]["cuzk_steps"] and "key_load=" in row["runs"][0]["cuzk_steps"]
     assert main(["bench", "prover", "nope", "--config", str(config), "--no-snarkjs"]) == 2
     assert "unknown proof kind 'nope'; known: " in capsys.readouterr().err

@@ -70,6 +70,15 @@ def test_bench_prover_on_your_circuit_says_why_cuzk_prove_failed(tmp_path: Path)
     assert proc.returncode == 1
 
 
+def test_bench_prover_on_your_circuit_verifies_and_ends_with_the_summary(tmp_path: Path):
+    proc = _cuzk(tmp_path, "bench", "prover", "--r1cs", str(R1CS), "--zkey", str(ZKEY),
+                 "--wtns", str(R1CS.parent / "tiny.wtns"), "--no-snarkjs", "--repeat", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    summary = proc.stdout[proc.stdout.index("whole processes"):]
+    assert "tiny" in summary and "2/2" in summary, summary
+
+
 def test_an_unexpected_error_is_one_line_asking_for_a_report(monkeypatch, capsys):
     """What no subcommand catches: one line, the bug named; -v adds the traceback."""
     import cuzk.cli.verify as verify
