@@ -443,6 +443,9 @@ def _memory(f: Frame) -> RenderableType:
     width = f.width
     memory = f.snapshot["memory"]
     budgets: list[MemoryBudgetInfo] = [memory, *memory["devices"].values()]
+    parse = memory.get("request_parse")  # absent from a server older than the reserve
+    if parse is not None:
+        budgets.append(parse)
     bar_width = max(8, min(40, width - 40))
     lines: list[RenderableType] = []
     for b in budgets:

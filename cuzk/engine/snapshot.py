@@ -268,6 +268,7 @@ class EngineSnapshot:
     jobs_queued: Mapping[tuple[str, str], int]  # (proof_kind, priority) -> n
     memory: BudgetView
     device_memory: Mapping[str, BudgetView]
+    request_parse: BudgetView  # the reserve submit bodies are parsed in, apart from ``memory``
     keys: tuple[KeyView, ...]
     jobs_submitted: Mapping[str, int]
     jobs_completed: Mapping[tuple[str, str], int]  # (proof_kind, outcome)
@@ -291,6 +292,8 @@ class EngineSnapshot:
     synthesis_preempted: Mapping[str, int] = field(default_factory=dict)
     # Predicted GPU-seconds of queued and running work, by priority (every priority listed).
     backlog_gpu_seconds: Mapping[str, float] = field(default_factory=dict)
+    # Submit bodies the request parse reserve refused, by reason (busy, too_large).
+    request_parse_refused: Mapping[str, int] = field(default_factory=dict)
 
     def min_slack_s(self) -> dict[str, float]:
         """Least slack among unfinished jobs with a predicted deadline, by priority; a
@@ -309,6 +312,8 @@ class EngineSnapshot:
         memory: MemoryInfo = {
             **self.memory.to_wire(),
             "devices": {name: b.to_wire() for name, b in self.device_memory.items()},
+            "request_parse": self.request_parse.to_wire(),
+            "request_parse_refused": dict(self.request_parse_refused),
         }
         return {
             "time": self.time,

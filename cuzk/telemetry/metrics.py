@@ -101,6 +101,16 @@ class EngineCollector:
         waiters = GaugeMetricFamily("cuzk_memory_waiters", "Reservations waiting for memory")
         evictions = CounterMetricFamily("cuzk_memory_evictions", "Idle proving keys evicted")
         evicted = CounterMetricFamily("cuzk_memory_evicted_bytes", "Bytes freed by evictions")
+        parse_budget = GaugeMetricFamily(
+            "cuzk_memory_request_parse_budget_bytes",
+            "Host bytes kept apart from the memory budget for parsing submit bodies")
+        parse_reserved = GaugeMetricFamily(
+            "cuzk_memory_request_parse_reserved_bytes",
+            "Bytes of the request parse reserve held by submit bodies being parsed now")
+        parse_refused = CounterMetricFamily(
+            "cuzk_memory_request_parse_refused",
+            "Submit bodies the request parse reserve refused (busy: no room now, 503; "
+            "too_large: more than the whole reserve, 413)", labels=["reason"])
         keys = GaugeMetricFamily(
             "cuzk_proving_key_resident_bytes", "Bytes of resident proving keys",
             labels=["proof_kind", "location"])
@@ -146,9 +156,13 @@ class EngineCollector:
                 retries.add_metric(list(labels), n)
             mem = s.memory
             budget.add_metric([], mem.budget_bytes)
-            for consumer, n in sorted({"proving_key": 0, "partition": 0, "request_inputs": 0,
+            for consumer, n in sorted({"proving_key": 0, "partition": 0,
                                        **mem.reserved_by_consumer}.items()):
                 reserved.add_metric([consumer], n)
+            parse_budget.add_metric([], s.request_parse.budget_bytes)
+            parse_reserved.add_metric([], s.request_parse.reserved_bytes)
+            for reason, n in sorted(s.request_parse_refused.items()):
+                parse_refused.add_metric([reason], n)
             waiters.add_metric([], len(mem.waiters))
             evictions.add_metric([], mem.evictions)
             evicted.add_metric([], mem.evicted_bytes)
@@ -173,7 +187,7 @@ class EngineCollector:
                     dev_reserved.add_metric([device, consumer], n)
         yield from (busy, busy_s, lease_age, paused, parts, queued, phases, submitted, completed,
                     recovered, rejected, lost, retries, budget, reserved, waiters, evictions,
-                    evicted, keys, key_bytes, build)
+                    evicted, parse_budget, parse_reserved, parse_refused, keys, key_bytes, build)
         yield from _deadline_families(s)
         if s is None or s.device_memory:  # absent, not zero, where no device budget exists
             yield from (dev_budget, dev_reserved)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
+from cuzk.errors import RequestTooLarge, Unavailable
 from cuzk.testing import ScriptedKind, ScriptedProver, make_test_engine, metrics_of, wait_until
 
 # family name (as the OpenMetrics parser reports it) -> (type, label names)
@@ -28,6 +30,9 @@ CONTRACT = {
     "cuzk_memory_acquire_wait_seconds": ("histogram", {"consumer"}),
     "cuzk_memory_evictions": ("counter", set()),
     "cuzk_memory_evicted_bytes": ("counter", set()),
+    "cuzk_memory_request_parse_budget_bytes": ("gauge", set()),
+    "cuzk_memory_request_parse_reserved_bytes": ("gauge", set()),
+    "cuzk_memory_request_parse_refused": ("counter", {"reason"}),
     "cuzk_proving_key_resident_bytes": ("gauge", {"proof_kind", "location"}),
     "cuzk_proving_key_bytes": ("gauge", {"proof_kind", "state"}),
     "cuzk_build_info": ("gauge", {"version", "backend"}),
@@ -127,7 +132,7 @@ def test_gauges_follow_live_state():
         reserved = {
             s.labels["consumer"]: s.value for s in fams["cuzk_memory_reserved_bytes"].samples
         }
-        assert reserved == {"partition": 400, "proving_key": 1000, "request_inputs": 0}
+        assert reserved == {"partition": 400, "proving_key": 1000}
         keys = {
             (s.labels["proof_kind"], s.labels["location"]): s.value
             for s in fams["cuzk_proving_key_resident_bytes"].samples
@@ -145,6 +150,31 @@ def test_gauges_follow_live_state():
             if s.name.endswith("_total")
         ]
         assert sum(busy) > 0
+
+
+def test_request_parse_reserve_metrics_follow_its_ledger_apart_from_the_host_budget():
+    """The parse reserve is shown beside the host budget, never in it: its size, what bodies
+    being parsed hold, and its refusals by reason (a counter that never goes down)."""
+    engine, _, _ = make_test_engine(KINDS, request_parse_reserve_bytes=5000)
+    with engine:
+        held = engine.reserve_request_memory(1200)
+        fams = _families(engine)
+        value = {f: fams[f].samples[0].value for f in (
+            "cuzk_memory_request_parse_budget_bytes", "cuzk_memory_request_parse_reserved_bytes")}
+        assert value == {"cuzk_memory_request_parse_budget_bytes": 5000,
+                         "cuzk_memory_request_parse_reserved_bytes": 1200}
+        assert {s.labels["consumer"] for s in fams["cuzk_memory_reserved_bytes"].samples} == {
+            "partition", "proving_key"}
+        with pytest.raises(Unavailable):
+            engine.reserve_request_memory(4000)  # busy beside the 1200 held: 503
+        with pytest.raises(RequestTooLarge):
+            engine.reserve_request_memory(6000)  # more than the whole reserve: 413
+        held.close()
+        refused = {s.labels["reason"]: s.value
+                   for s in _families(engine)["cuzk_memory_request_parse_refused"].samples
+                   if s.name.endswith("_total")}
+        assert refused == {"busy": 1, "too_large": 1}
+        assert _families(engine)["cuzk_memory_request_parse_reserved_bytes"].samples[0].value == 0
 
 
 def test_queued_jobs_gauge_counts_jobs_waiting_for_memory():
