@@ -310,6 +310,10 @@ class NodeInfo(TypedDict):
 class MemoryWaiterInfo(TypedDict):
     consumer: str
     bytes: int
+    """What the waiter needs now: its working memory, plus its kind's proving key when that
+    key has no slot (neither resident nor loading)."""
+    key_bytes: int
+    """Of ``bytes``, the proving key's: 0 once its kind's key is resident or loading."""
     priority: Priority | None
     job_id: str | None
     partition: int | None

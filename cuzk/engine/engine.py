@@ -950,10 +950,10 @@ def _budget_view(snap: dict[str, Any]) -> tuple[BudgetView, set[int]]:
         if isinstance(tag, Partition):
             waiting.add(id(tag))
             waiters.append(WaiterView(w["consumer"], w["bytes"], w["priority_rank"], tag.job.id,
-                                      tag.index, tag.job.proof_kind))
+                                      tag.index, tag.job.proof_kind, w.get("key_bytes", 0)))
         else:
             waiters.append(WaiterView(w["consumer"], w["bytes"], w["priority_rank"], None, None,
-                                      None))
+                                      None, w.get("key_bytes", 0)))
     view = BudgetView(
         name=snap["name"],
         budget_bytes=snap["budget_bytes"],

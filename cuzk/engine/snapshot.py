@@ -187,6 +187,7 @@ class WaiterView:
     job_id: str | None  # set when the waiter is a partition's reservation
     partition: int | None
     proof_kind: str | None
+    key_bytes: int = 0  # of nbytes, its kind's proving key (0: the key has a slot already)
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +211,7 @@ class BudgetView:
                 {
                     "consumer": w.consumer,
                     "bytes": w.nbytes,
+                    "key_bytes": w.key_bytes,
                     "priority": (priority_of(PRIORITIES[w.priority_rank])
                                  if 0 <= w.priority_rank < len(PRIORITIES) else None),
                     "job_id": w.job_id,
