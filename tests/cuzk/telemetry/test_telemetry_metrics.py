@@ -16,6 +16,7 @@ CONTRACT = {
     "cuzk_gpu_worker_busy": ("gauge", {"worker", "device"}),
     "cuzk_gpu_worker_busy_seconds": ("counter", {"worker", "device"}),
     "cuzk_gpu_worker_lease_age_seconds": ("gauge", {"worker", "device"}),
+    "cuzk_gpu_worker_lease_proof_kind": ("gauge", {"worker", "device", "proof_kind"}),
     "cuzk_gpu_workers_paused": ("gauge", {"device"}),
     "cuzk_gpu_worker_partitions": ("counter", {"worker", "device", "proof_kind"}),
     "cuzk_jobs_queued": ("gauge", {"proof_kind", "priority"}),
@@ -150,6 +151,27 @@ def test_gauges_follow_live_state():
             if s.name.endswith("_total")
         ]
         assert sum(busy) > 0
+
+
+def test_lease_proof_kind_names_the_kind_of_each_open_lease_only():
+    """The stuck-lease alert judges a lease by its own kind (issue 27): the gauge is 1 for the
+    kind of a worker's open lease and 0 for every other configured kind, all 0 when idle."""
+    engine, prover, _ = make_test_engine(KINDS, gpu_workers_per_device=1)
+    gate = prover.hold("gpu", "s")
+    with engine:
+        job = engine.submit("snap-update", [{"tag": "s"}] + [{"tag": f"t{i}"} for i in range(3)])
+        assert gate.wait_entered()
+
+        def lease_kinds() -> dict[tuple[str, str], float]:
+            return {(s.labels["worker"], s.labels["proof_kind"]): s.value
+                    for s in _families(engine)["cuzk_gpu_worker_lease_proof_kind"].samples}
+
+        worker = engine.workers[0].id
+        assert lease_kinds() == {(worker, "snap-update"): 1.0, (worker, "winning-post"): 0.0}
+        gate.release()
+        assert engine.wait(job.id, 5).state == "succeeded"
+        assert wait_until(engine.quiescent)
+        assert lease_kinds() == {(worker, "snap-update"): 0.0, (worker, "winning-post"): 0.0}
 
 
 def test_request_parse_reserve_metrics_follow_its_ledger_apart_from_the_host_budget():
