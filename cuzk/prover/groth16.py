@@ -27,7 +27,7 @@ from cuzk.prover.points import g1_to_json, g2_to_json, scalar
 from cuzk.prover.verify import verify
 
 if TYPE_CHECKING:
-    from cuzk.prover.circuit import Circuit
+    from cuzk.prover.circuit import CheckTerms, Circuit
     from cuzk.prover.keys import ProvingKey
 
 
@@ -106,12 +106,16 @@ def synthesize_from_witness(
     )
 
 
-def synthesize(key: ProvingKey, circuit: Circuit, inputs: dict, check: bool = True) -> Synthesis:
-    """Step 1: witness generation, then a/b/c. ``check`` tests every constraint (a*b == c)."""
+def synthesize(
+    key: ProvingKey, circuit: Circuit, inputs: dict, check: bool = True,
+    terms: CheckTerms | None = None,
+) -> Synthesis:
+    """Step 1: witness generation, then a/b/c. ``check`` tests every constraint (a*b == c),
+    with ``terms`` (C's terms built with the key) or the circuit's own."""
     witness = circuit.calculate_witness(inputs)
     synth = synthesize_from_witness(key, witness, source=f"witness of {circuit.name}")
     if check:
-        circuit.check_satisfied(witness, synth.abc[2])
+        circuit.check_satisfied(witness, synth.abc[2], terms)
     return synth
 
 
