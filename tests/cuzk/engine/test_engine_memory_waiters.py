@@ -4,7 +4,7 @@ size it was queued with, key included, after its kind's key had become resident.
 
 from __future__ import annotations
 
-from cuzk.testing import make_test_engine, wait_until
+from tests._doubles import make_test_engine, wait_until
 
 KEY, WORK = 1_000, 100  # the scripted kind's key and one partition's working memory
 

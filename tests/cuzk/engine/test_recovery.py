@@ -16,7 +16,7 @@ from cuzk.engine.journal import JobRecord, Journal, inputs_digest
 from cuzk.engine.recovery import JournalRecovery, ensure_recovery_counters
 from cuzk.engine.settings import EngineSettings, ProofKindSettings
 from cuzk.engine.spans import SpanBook
-from cuzk.testing import ScriptedProver
+from cuzk.simulated_prover import ScriptedProver
 
 GOOD, BAD = {"pi_a": "good"}, {"pi_a": "bad"}
 
