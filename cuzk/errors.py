@@ -49,6 +49,13 @@ class RequestConflict(InputError):
         self.job_id = job_id
 
 
+class RequestTooLarge(InputError):
+    """A body whose parsing alone needs more memory than the whole request parse reserve:
+    it could never be parsed, so it is refused (413) rather than retried."""
+
+    http_status = 413
+
+
 class Unavailable(CuzkError):
     """The server cannot take this request now (draining, journal unwritable): a 503,
     with ``Retry-After`` when ``retry_after`` seconds is known."""

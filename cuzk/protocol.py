@@ -131,6 +131,11 @@ server refused: its deadline cannot be met (503); a partition larger than the me
 (507); the engine is draining or its journal cannot be written (503). Bad input (400/409/422)
 is the client's error and, like every bad request, changes nothing, counters included."""
 REJECT_REASONS: tuple[str, ...] = get_args(RejectReason)
+ParseRefusal = Literal["busy", "too_large"]
+"""Why a submit body was not parsed (``cuzk_memory_request_parse_refused_total``): the request
+parse reserve had no room for it now (``busy``: 503, retry) or its parsing needs more than the
+whole reserve (``too_large``: 413)."""
+PARSE_REFUSALS: tuple[str, ...] = get_args(ParseRefusal)
 DEADLINE_REJECTED_STATUS = 503
 """The status of a submit refused because its deadline cannot be met (``DeadlineRejection``
 body, no ``Retry-After``: a later retry here would be later still; send it elsewhere)."""
@@ -308,6 +313,10 @@ class NodeInfo(TypedDict):
 class MemoryWaiterInfo(TypedDict):
     consumer: str
     bytes: int
+    """What the waiter needs now: its working memory, plus its kind's proving key when that
+    key has no slot (neither resident nor loading)."""
+    key_bytes: int
+    """Of ``bytes``, the proving key's: 0 once its kind's key is resident or loading."""
     priority: Priority | None
     job_id: str | None
     partition: int | None
@@ -329,6 +338,11 @@ class MemoryBudgetInfo(TypedDict):
 class MemoryInfo(MemoryBudgetInfo):
     devices: dict[str, MemoryBudgetInfo]
     """One budget per GPU device (CUDA backend), by device name."""
+    request_parse: MemoryBudgetInfo
+    """The reserve submit bodies are parsed in (``engine.request_parse_reserve_bytes``), apart
+    from the host budget so proving never refuses a submit's parsing."""
+    request_parse_refused: dict[str, int]
+    """Submit bodies the reserve refused since start, by reason (``busy``, ``too_large``)."""
 
 
 @_closed

@@ -281,6 +281,14 @@ def byte_size(value: object, ctx: ParseContext | None = None) -> int:
     raise ValueError(f"must be {what}, {_got(value)}")
 
 
+def positive_byte_size(value: object, ctx: ParseContext | None = None) -> int:
+    """A byte count above zero (a reserve that cannot be empty)."""
+    result = byte_size(value)
+    if result == 0:
+        raise ValueError(f"must be a byte size > 0, {_got(value)}")
+    return result
+
+
 def byte_size_or_auto(value: object, ctx: ParseContext | None = None) -> int | None:
     """``"auto"`` (None): the engine sizes it from the machine (total minus the safety margin)."""
     if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):

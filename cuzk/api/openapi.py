@@ -133,11 +133,14 @@ OPERATIONS: list[Operation] = [
                        " that job."),
             413: Reply("Body larger than the proof kind's inputs can need (known from its"
                        " circuit), than the largest configured kind's (refused while it is"
-                       " read), or than server.max_body_bytes."),
+                       " read), or than server.max_body_bytes; or one whose parsing needs more"
+                       " than the whole request parse reserve"
+                       " (engine.request_parse_reserve_bytes)."),
             422: Reply("Inputs that fail witness generation."),
             DEADLINE_REJECTED_STATUS: Reply(
-                "Draining for shutdown, the journal cannot be written, or the host memory"
-                " budget has no room to parse the body now: retry after Retry-After seconds."
+                "Draining for shutdown, the journal cannot be written, or the request parse"
+                " reserve (apart from the proving memory budget) has no room to parse the"
+                " body now: retry after Retry-After seconds."
                 " Or (a DeadlineRejection body, reason \"deadline\", no Retry-After) the"
                 " deadline cannot be met even at the front of the job's priority class, for a"
                 " kind whose deadline_admission is reject: send the job to another prover.",

@@ -463,7 +463,12 @@ def _budgets(snapshot: StatusInfo) -> list[BudgetLine]:
         out.append(BudgetLine(
             f"head {b['name']}" if head else b["name"], b["reserved_bytes"], b["budget_bytes"],
             len(b["waiters"]), b["reserved_by_consumer"],
-            "request bodies; partitions reserve on their node's ledger" if head else ""))
+            "partitions reserve on their node's ledger" if head else ""))
+    parse = memory.get("request_parse")  # absent from a server older than the reserve
+    if parse is not None:
+        out.append(BudgetLine(parse["name"], parse["reserved_bytes"], parse["budget_bytes"],
+                              len(parse["waiters"]), parse["reserved_by_consumer"],
+                              "submit bodies being parsed, apart from the budget"))
     return out
 
 

@@ -58,6 +58,7 @@ from cuzk.errors import (
     InputError,
     MemoryRequestTooLarge,
     RequestConflict,
+    RequestTooLarge,
     Unavailable,
     UnknownJob,
     UnknownProofKind,
@@ -65,6 +66,7 @@ from cuzk.errors import (
 from cuzk.protocol import (
     ACTIVE_PHASES,
     JOB_OUTCOMES,
+    PARSE_REFUSALS,
     PRIORITIES,
     PRIORITY_RANK,
     REJECT_REASONS,
@@ -166,6 +168,10 @@ class Engine:
         self.estimates = PhaseEstimates()
 
         self.host_budget = MemoryBudget(s.host_budget_bytes(), "host")
+        # Apart from the host budget (and its lock): proving never refuses a submit's parsing.
+        self.parse_budget = MemoryBudget(s.request_parse_reserve_bytes, "request_parse")
+        for reason in PARSE_REFUSALS:
+            self.counters.ensure("request_parse_refused", reason)
         self.device_budgets: dict[str, MemoryBudget] = {}
         for device in prover.devices:
             if device == "cpu":
@@ -772,14 +778,25 @@ class Engine:
         return self.prover.input_elements(proof_kind)
 
     def reserve_request_memory(self, nbytes: int) -> Reservation:
-        """Hold ``nbytes`` of the host budget for a request's parsing and validation, now or
-        never: one that does not fit is refused (Unavailable, 503) rather than left to grow
-        the process past what the budget protects."""
-        res = self.host_budget.try_reserve(nbytes, "request_inputs")
+        """Hold ``nbytes`` of the request parse reserve for a request's parsing and validation,
+        now or never. The reserve is apart from the host budget, so proving holding all of it
+        never refuses a submit; a body that needs more than the whole reserve is refused
+        (RequestTooLarge, 413), one that does not fit beside the others being parsed now is
+        asked to retry (Unavailable, 503), rather than growing the process past its budgets."""
+        budget = self.parse_budget
+        if nbytes > budget.total:
+            self.counters.inc("request_parse_refused", "too_large")
+            raise RequestTooLarge(
+                f"parsing this request body needs {nbytes} bytes, more than the whole request"
+                f" parse reserve of {budget.total} bytes; send a smaller body or raise"
+                " engine.request_parse_reserve_bytes")
+        res = budget.try_reserve(nbytes, "request_inputs")
         if res is None:
+            self.counters.inc("request_parse_refused", "busy")
             raise Unavailable(
-                f"parsing this request needs {nbytes} bytes of the host memory budget"
-                " (engine.memory_budget_bytes), which are not free now; retry shortly",
+                f"parsing this request needs {nbytes} bytes of the request parse reserve"
+                f" (engine.request_parse_reserve_bytes, {budget.total} bytes), which other"
+                " requests being parsed hold now; retry shortly",
                 retry_after=1,
             )
         return res
@@ -880,6 +897,8 @@ class Engine:
             memory=host,
             device_memory=MappingProxyType(
                 {d: _read_budget(b)[0] for d, b in self.device_budgets.items()}),
+            request_parse=_read_budget(self.parse_budget)[0],
+            request_parse_refused=_frozen(self.counters.get("request_parse_refused")),
             keys=tuple(keys),
             jobs_submitted=counts["jobs_submitted"],
             jobs_completed=counts["jobs_completed"],
@@ -931,10 +950,10 @@ def _budget_view(snap: dict[str, Any]) -> tuple[BudgetView, set[int]]:
         if isinstance(tag, Partition):
             waiting.add(id(tag))
             waiters.append(WaiterView(w["consumer"], w["bytes"], w["priority_rank"], tag.job.id,
-                                      tag.index, tag.job.proof_kind))
+                                      tag.index, tag.job.proof_kind, w.get("key_bytes", 0)))
         else:
             waiters.append(WaiterView(w["consumer"], w["bytes"], w["priority_rank"], None, None,
-                                      None))
+                                      None, w.get("key_bytes", 0)))
     view = BudgetView(
         name=snap["name"],
         budget_bytes=snap["budget_bytes"],

@@ -12,6 +12,10 @@ plus working memory exceed the budget waits for ever on its own key. So:
   in one step under the budgets' shared lock: the partition reservation, and the key slot
   (created with the key's bytes, or an existing one) pinned for it. From then on the partition
   never waits for host memory again, so it finishes and unpins in bounded time.
+- A granted partition whose kind's key is not resident yet waits for the load, which a loader
+  thread does for the slot (not the partition): a partition whose job ends meanwhile unpins and
+  withdraws at once (it is never left ``loading_key``), and the load goes on; a key nobody pins
+  when it is loaded is an idle key like any other.
 - Liveness: everything reserved is an idle key (evictable), a key pinned by a granted
   partition, or a granted partition's working memory; the last two go in bounded time. So a
   head whose need fits the budget alone is granted eventually. A need larger than the whole
@@ -56,6 +60,7 @@ from cuzk.engine.memory import (
     Evictable,
     MemoryBudget,
     Reservation,
+    ReservationAborted,
     ReservationError,
     choose_victims,
 )
@@ -223,10 +228,10 @@ class KeyResidency:
             try:
                 if on_stage is not None and not slot.ready.is_set():
                     on_stage("loading_key")
-                if created:
-                    self._load(slot)
-                else:
-                    slot.ready.wait()
+                if created:  # loaded apart from this partition, which may withdraw meanwhile
+                    threading.Thread(target=self._load, args=(slot,), daemon=True,
+                                     name=f"cuzk-key-load-{kind}").start()
+                self._wait_loaded(slot, abort)
                 if slot.state != "resident":
                     raise slot.error or ReservationError(f"{slot!r} is not resident")
                 if res is not None:
@@ -238,6 +243,30 @@ class KeyResidency:
             except BaseException:
                 self._give_back(slot, res)
                 raise
+
+    def _wait_loaded(self, slot: ResidentKey, abort: Callable[[], bool] | None) -> None:
+        """Wait for the slot's load (by its loader thread) to end; withdraw with
+        ReservationAborted when ``abort`` turns true first (a cancelled job's partition is not
+        left ``loading_key``: the load goes on for the kind, the partition does not wait for
+        it). Wake-ups: the loader's end and ``MemoryBudget.wake`` both notify the lock."""
+        with self._cond:
+            while not slot.ready.is_set():
+                if abort is not None and abort():
+                    raise ReservationAborted(
+                        f"stopped waiting for the {slot.proof_kind} key to load")
+                self._cond.wait()
+
+    def _loaded(self, slot: ResidentKey) -> None:
+        """The load ended (resident, failed or resized): wake its waiters; a key whose
+        eviction was asked for while it loaded and that nobody pins now goes at once."""
+        with self._cond:
+            slot.ready.set()
+            self._cond.notify_all()
+            go = slot.state == "resident" and slot.evict_requested and slot.evictable()
+            if go:
+                self._claim(slot)
+        if go:
+            self._complete(slot)
 
     def _give_back(self, slot: ResidentKey, res: Reservation | None) -> None:
         if res is not None:
@@ -262,7 +291,6 @@ class KeyResidency:
             self._check_fits(kind, n)
             slot = self._slots.get(kind)
             want = needs(n, slot)
-            waiter_detail["bytes"] = want[self._host]
             if not self._devices_can_run(kind, n, slot):
                 return None, []
             if all(b._reserved + x <= b.total for b, x in want.items()):
@@ -278,14 +306,22 @@ class KeyResidency:
                 return (slot, res, created), []
             return None, choose_victims({b: x for b, x in want.items() if x}, exclude=slot)
 
+        def describe() -> dict[str, Any]:
+            """Under the lock, when a snapshot reads the waiter: what it would take now. A
+            kind whose key has a slot (resident or loading) needs no key bytes."""
+            n = self._needs[kind]
+            key = n.key_host if self._slots.get(kind) is None else 0
+            return {"bytes": (n.working if with_partition else 0) + key, "key_bytes": key}
+
         waiter_detail: dict[str, Any] = {"proof_kind": kind, "tag": tag}
         n0 = self.need(kind)
         return self._host.wait_for(
             attempt, n0.working + n0.key_host, PARTITION_CONSUMER if with_partition else CONSUMER,
-            priority, timeout, abort, waiter_detail, order)
+            priority, timeout, abort, waiter_detail, order, describe)
 
     def _new_slot(self, kind: str, n: KindNeed) -> ResidentKey:
-        """Under the lock: a loading slot holding the key's bytes, pinned by its creator."""
+        """Under the lock: a loading slot holding the key's bytes, pinned by the partition
+        whose grant created it (a loader thread loads it: ``admit``)."""
         slot = ResidentKey(self, kind)
         slot.reservations.append(self._host._grant(n.key_host, CONSUMER, slot))
         for device, b in self._devices.items():
@@ -312,7 +348,7 @@ class KeyResidency:
         return True
 
     def _fail_load(self, slot: ResidentKey, exc: BaseException) -> None:
-        """Creator only: the slot failed; its bytes go back, its waiters see ``exc``."""
+        """Loader only: the slot failed; its bytes go back, its waiters see ``exc``."""
         with self._cond:
             slot.state, slot.error = "failed", exc
             if self._slots.get(slot.proof_kind) is slot:
@@ -320,18 +356,19 @@ class KeyResidency:
             for r in slot.reservations:
                 r.budget._drop(r)
             self._holding.pop(id(slot), None)
-        slot.ready.set()
+        self._loaded(slot)
 
     def _load(self, slot: ResidentKey) -> None:
-        """Creator only, outside the lock: load, true the bytes up, upload (when the prover
-        uploads separately, only once the device bytes are held), publish (or fail) the slot."""
+        """The slot's loader thread, outside the lock: load, true the bytes up, upload (when
+        the prover uploads separately, only once the device bytes are held), publish (or fail)
+        the slot. Its waiters read a failure from ``slot.error``."""
         kind = slot.proof_kind
         with self._kind_lock(kind):
             try:
                 handle = self._prover.load_key(kind)
             except BaseException as exc:
                 self._fail_load(slot, exc)
-                raise
+                return
             with self._cond:
                 self.loads[kind] = self.loads.get(kind, 0) + 1
                 self._needs[kind] = KindNeed(int(handle.host_bytes), int(handle.device_bytes),
@@ -357,13 +394,13 @@ class KeyResidency:
                     except Exception:
                         log.exception("unloading the %s key after a failed upload failed", kind)
                     self._fail_load(slot, exc)
-                    raise
+                    return
             if fits:
                 with self._cond:
                     slot.state = "resident"
         if not fits:
             self._complete(slot)
-        slot.ready.set()
+        self._loaded(slot)
 
     @staticmethod
     def _true_up(res: Reservation, actual: int) -> bool:

@@ -150,6 +150,7 @@ class _Waiter:
     attempt: Attempt[Any]
     detail: dict[str, Any] = field(default_factory=dict)
     order: tuple[Any, ...] = ()
+    describe: Callable[[], dict[str, Any]] | None = None  # under the lock: its need now
 
 
 def choose_victims(needs: dict[MemoryBudget, int], exclude: object = None) -> list[Evictable]:
@@ -256,18 +257,21 @@ class MemoryBudget:
         abort: Callable[[], bool] | None = None,
         detail: dict[str, Any] | None = None,
         order: tuple[Any, ...] = (),
+        describe: Callable[[], dict[str, Any]] | None = None,
     ) -> T:
         """Queue as a waiter; when head, run ``attempt`` under the lock until it grants.
 
         ``attempt`` returns (result, []) to grant, (None, victims) after claiming holders to
         evict (their eviction completes here, outside the lock), or (None, []) to wait for a
         change. It may raise (MemoryRequestTooLarge) to withdraw. ``nbytes``/``consumer``/
-        ``detail`` describe the waiter in the snapshot. ``order``: the scheduler's key
+        ``detail`` describe the waiter in the snapshot; ``describe`` (run under the lock when
+        the snapshot is read) overrides them with what the waiter needs now, which may change
+        while it waits (its kind's key became resident). ``order``: the scheduler's key
         (``cuzk.engine.scheduling``) that orders waiters within a priority class.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         me = _Waiter(PRIORITY_RANK.get(priority, len(PRIORITY_RANK)), next(self._ids), nbytes,
-                     consumer, attempt, detail or {}, order)
+                     consumer, attempt, detail or {}, order, describe)
         with self._cond:
             self._waiters.append(me)
             self._waiters.sort(key=lambda w: (w.rank, w.order, w.seq))
@@ -444,7 +448,7 @@ class MemoryBudget:
             "reserved_by_consumer": self._by_consumer(),
             "waiters": [
                 {"consumer": w.consumer, "bytes": w.nbytes, "priority_rank": w.rank,
-                 **w.detail}
+                 **w.detail, **(w.describe() if w.describe is not None else {})}
                 for w in self._waiters
             ],
             "evictions": self.evictions,

@@ -30,6 +30,7 @@ from cuzk.settings_schema import (
     devices,
     duration,
     int_or_auto,
+    positive_byte_size,
     positive_int,
     setting,
     xdg_path,
@@ -145,6 +146,15 @@ class EngineSettings:
     memory_safety_margin_bytes: int = setting(
         "2GiB", "Left out of an auto-detected host budget.", byte_size
     )
+    request_parse_reserve_bytes: int = setting(
+        "64MiB",
+        "Host memory kept apart for parsing and checking submit bodies (a bound per body "
+        "byte, held while it is parsed), so a submit is parsed and answered even while "
+        "proving holds the whole memory budget. Not part of memory_budget_bytes (an auto-detected "
+        "budget leaves it out); a body whose parsing needs more than all of it is refused "
+        "with 413.",
+        positive_byte_size,
+    )
     device_memory_budget_bytes: int | None = setting(
         "auto",
         'Per-GPU memory budget, where the CUDA backend is active. "auto" = device total minus '
@@ -194,11 +204,13 @@ class EngineSettings:
     msm_precompute: str = "off"
 
     def host_budget_bytes(self) -> int:
-        """The host memory budget: the configured one, else MemTotal less the safety margin.
+        """The host memory budget: the configured one, else MemTotal less the safety margin
+        and the request parse reserve (which is held apart from it).
         The engine's ledger and the prover's window-table decision both read it here."""
         from cuzk.engine.memory import auto_budget
 
-        return self.memory_budget_bytes or auto_budget(self.memory_safety_margin_bytes)
+        return self.memory_budget_bytes or auto_budget(
+            self.memory_safety_margin_bytes + self.request_parse_reserve_bytes)
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, not {self.backend!r}")
@@ -211,6 +223,8 @@ class EngineSettings:
             raise ValueError(f"msm_precompute must be auto, off or on, not {self.msm_precompute!r}")
         if self.memory_budget_bytes is not None and self.memory_budget_bytes <= 0:
             raise ValueError("memory_budget_bytes must be positive")
+        if self.request_parse_reserve_bytes <= 0:
+            raise ValueError("request_parse_reserve_bytes must be positive")
         if not 0 < self.deadline_horizon < float("inf"):
             raise ValueError("deadline_horizon must be a positive duration")
         for key, kind in self.proof_kinds.items():

@@ -189,6 +189,7 @@ class WaiterView:
     job_id: str | None  # set when the waiter is a partition's reservation
     partition: int | None
     proof_kind: str | None
+    key_bytes: int = 0  # of nbytes, its kind's proving key (0: the key has a slot already)
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +213,7 @@ class BudgetView:
                 {
                     "consumer": w.consumer,
                     "bytes": w.nbytes,
+                    "key_bytes": w.key_bytes,
                     "priority": (priority_of(PRIORITIES[w.priority_rank])
                                  if 0 <= w.priority_rank < len(PRIORITIES) else None),
                     "job_id": w.job_id,
@@ -270,6 +272,7 @@ class EngineSnapshot:
     jobs_queued: Mapping[tuple[str, str], int]  # (proof_kind, priority) -> n
     memory: BudgetView
     device_memory: Mapping[str, BudgetView]
+    request_parse: BudgetView  # the reserve submit bodies are parsed in, apart from ``memory``
     keys: tuple[KeyView, ...]
     jobs_submitted: Mapping[str, int]
     jobs_completed: Mapping[tuple[str, str], int]  # (proof_kind, outcome)
@@ -293,6 +296,8 @@ class EngineSnapshot:
     synthesis_preempted: Mapping[str, int] = field(default_factory=dict)
     # Predicted GPU-seconds of queued and running work, by priority (every priority listed).
     backlog_gpu_seconds: Mapping[str, float] = field(default_factory=dict)
+    # Submit bodies the request parse reserve refused, by reason (busy, too_large).
+    request_parse_refused: Mapping[str, int] = field(default_factory=dict)
 
     def min_slack_s(self) -> dict[str, float]:
         """Least slack among unfinished jobs with a predicted deadline, by priority; a
@@ -311,6 +316,8 @@ class EngineSnapshot:
         memory: MemoryInfo = {
             **self.memory.to_wire(),
             "devices": {name: b.to_wire() for name, b in self.device_memory.items()},
+            "request_parse": self.request_parse.to_wire(),
+            "request_parse_refused": dict(self.request_parse_refused),
         }
         return {
             "time": self.time,

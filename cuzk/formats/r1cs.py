@@ -80,7 +80,9 @@ class R1CS:
 
 def read_r1cs(path: str | os.PathLike[str], *, load_constraints: bool = True) -> R1CS:
     """Read an ``.r1cs`` file; every inconsistency is a FormatError naming the file."""
-    bf = read_binfile(path, "r1cs", 1)
+    # Header only: the file is mapped, not read, so a circuit kept for its sizes holds none of
+    # its terms in memory (only the pages of the section headers are touched).
+    bf = read_binfile(path, "r1cs", 1, mmap=not load_constraints)
     hdr = bf.payload(HEADER, "header")
     n8, curve = bf.scalar_field(hdr, rest=28)  # wires, 3 input counts, labels u64, constraints
     o = 4 + n8
@@ -114,19 +116,27 @@ def read_r1cs(path: str | os.PathLike[str], *, load_constraints: bool = True) ->
     )
 
 
-def _read_constraints(
-    bf: BinFile, curve: Curve, n_constraints: int, n_wires: int
-) -> R1CSConstraints:
+def count_terms(path: str | os.PathLike[str]) -> tuple[int, int, int]:
+    """Terms of A, B and C, from the constraints section's headers only (the file is mapped,
+    no term is read): what a circuit's checks will hold, known before they are built."""
+    r1cs = read_r1cs(path, load_constraints=False)
+    _, _, counts = _combinations(r1cs._file, r1cs.curve, r1cs.n_constraints)
+    return sum(counts[0::3]), sum(counts[1::3]), sum(counts[2::3])
+
+
+def _combinations(
+    bf: BinFile, curve: Curve, n_constraints: int
+) -> tuple[np.ndarray, list[int], list[int]]:
+    """The constraints section as u32 words, and where each linear combination's terms start
+    (a word index) and how many it has, three per constraint (A, B, C)."""
     payload = bf.payload(CONSTRAINTS, "constraints")
     if payload.shape[0] % 4:
         raise bf.error(
             f"constraints section is {payload.shape[0]} bytes, not a whole number of words"
         )
-    n32 = curve.fr_limbs
     n_words = payload.shape[0] // 4
     words = u32_view(payload, 0, n_words)
-    stride = 1 + n32  # one term: wire index then the value's limbs
-
+    stride = 1 + curve.fr_limbs  # one term: wire index then the value's limbs
     n_lc = 3 * n_constraints
     starts: list[int] = [0] * n_lc
     counts: list[int] = [0] * n_lc
@@ -151,6 +161,16 @@ def _read_constraints(
             f"{n_constraints} constraints "
             "the header declares"
         )
+    return words, starts, counts
+
+
+def _read_constraints(
+    bf: BinFile, curve: Curve, n_constraints: int, n_wires: int
+) -> R1CSConstraints:
+    n32 = curve.fr_limbs
+    words, starts, counts = _combinations(bf, curve, n_constraints)
+    stride = 1 + n32  # one term: wire index then the value's limbs
+    n_lc = 3 * n_constraints
 
     cnt = np.asarray(counts, dtype=np.int64)
     m = int(cnt.sum())

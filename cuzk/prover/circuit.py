@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,31 @@ from cuzk.prover import qap
 if TYPE_CHECKING:  # imported where used: a circuit proven from a .wtns needs neither
     from cuzk.prover.keys import ProvingKey
     from cuzk.witness.wasm import WitnessCalculator
+
+
+BYTES_PER_CHECK_TERM = 12
+"""Of one C term in ``CheckTerms``, besides its value: matrix, constraint and signal, u32 each."""
+
+
+def check_terms_bytes(c_terms: int, n8: int) -> int:
+    """Host bytes ``CheckTerms`` holds for ``c_terms`` terms of ``n8``-byte values: what a kind's
+    key charges for them before they are built (``cuzk.formats.r1cs.count_terms``)."""
+    return c_terms * (BYTES_PER_CHECK_TERM + n8)
+
+
+@dataclass(frozen=True)
+class CheckTerms:
+    """C's terms in the form ``qap.build_abc`` takes, for the constraint check."""
+
+    matrix: np.ndarray
+    constraint: np.ndarray
+    signal: np.ndarray
+    value: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.matrix.nbytes + self.constraint.nbytes + self.signal.nbytes
+                   + self.value.nbytes)
 
 
 class Circuit:
@@ -50,15 +76,30 @@ class Circuit:
         return self.r1cs.constraints
 
     @functools.cached_property
-    def _c_terms(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """C's terms as build_abc takes them (matrix, constraint, signal, c*R^2 values)."""
+    def _c_terms(self) -> CheckTerms:
+        """C's terms for this circuit's own checks (a circuit loaded whole, as ``cuzk prove``
+        does); the server's prover builds them per key instead (``check_terms``)."""
+        return self.check_terms()
+
+    def check_terms(self) -> CheckTerms:
+        """C's terms as build_abc takes them (matrix, constraint, signal, c*R^2 values): what
+        ``check_satisfied`` needs of the r1cs once the key is loaded (A and B come from the
+        key). Built from the constraints, which the caller may then let go (``release``)."""
         c_terms = self.constraints().of(MATRIX_C)
-        return (
+        return CheckTerms(
             np.zeros(len(c_terms), dtype=np.uint32),
             np.ascontiguousarray(c_terms.constraint, dtype=np.uint32),
             np.ascontiguousarray(c_terms.signal, dtype=np.uint32),
             np.ascontiguousarray(encode_coefficients(c_terms.value, self.r1cs.curve)),
         )
+
+    def release_constraints(self) -> None:
+        """Keep the r1cs's header only (its file mapped, not read): proving needs none of its
+        terms once the key is checked and the check terms are built, and at 2^20 constraints
+        they and the file's bytes held 474 MiB that no memory budget counted (issue 27). A
+        later check reads them again (``constraints``)."""
+        if self.r1cs.constraints is not None:
+            self.r1cs = read_r1cs(self.r1cs.path, load_constraints=False)
 
     @classmethod
     def load(
@@ -152,14 +193,19 @@ class Circuit:
                 key.path, f"is not a key for circuit {self.name}: " + "; ".join(problems)
             )
 
-    def check_satisfied(self, witness: np.ndarray, c_evals: np.ndarray) -> None:
+    def check_satisfied(
+        self, witness: np.ndarray, c_evals: np.ndarray, terms: CheckTerms | None = None
+    ) -> None:
         """Every constraint a*b = c holds; else name the first one that does not.
 
-        ``c_evals`` is synthesize's a*b (Montgomery); C*w is computed from the r1cs's C terms.
+        ``c_evals`` is synthesize's a*b (Montgomery); C*w is computed from the r1cs's C terms
+        (``terms``, built with the key; else this circuit's own).
         """
         n = self.r1cs.n_constraints
         domain = c_evals.shape[0]
-        cw, _, _ = qap.build_abc(*self._c_terms, witness, domain)
+        terms = self._c_terms if terms is None else terms
+        cw, _, _ = qap.build_abc(terms.matrix, terms.constraint, terms.signal, terms.value,
+                                 witness, domain)
         bad = np.flatnonzero((cw[:n] != c_evals[:n]).any(axis=1))
         if bad.size:
             raise WitnessError(

@@ -28,7 +28,7 @@ from cuzk.prover.points import g1_to_json, g2_to_json, scalar
 from cuzk.prover.verify import verify
 
 if TYPE_CHECKING:
-    from cuzk.prover.circuit import Circuit
+    from cuzk.prover.circuit import CheckTerms, Circuit
     from cuzk.prover.keys import ProvingKey
 
 
@@ -108,16 +108,18 @@ def synthesize_from_witness(
 
 
 def synthesize(
-    key: ProvingKey, circuit: Circuit, inputs: dict[str, Any], check: bool = True
+    key: ProvingKey, circuit: Circuit, inputs: dict[str, Any], check: bool = True,
+    terms: CheckTerms | None = None,
 ) -> Synthesis:
-    """Step 1: witness generation, then a/b/c. ``check`` tests every constraint (a*b == c)."""
+    """Step 1: witness generation, then a/b/c. ``check`` tests every constraint (a*b == c),
+    with ``terms`` (C's terms built with the key) or the circuit's own."""
     progress.step("witness")
     witness = circuit.calculate_witness(inputs)
     progress.step("a/b/c")
     synth = synthesize_from_witness(key, witness, source=f"witness of {circuit.name}")
     if check:
         progress.step("constraint check")
-        circuit.check_satisfied(witness, synth.abc[2])
+        circuit.check_satisfied(witness, synth.abc[2], terms)
     return synth
 
 

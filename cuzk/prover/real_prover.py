@@ -54,11 +54,14 @@ def cuda_device_count() -> int:
 
 
 class _Key:
-    """What the engine's KeyHandle.key holds for the real prover."""
+    """What the engine's KeyHandle.key holds for the real prover: the key, its circuit (the
+    witness generator and the r1cs header) and C's terms for the constraint check, which
+    the handle's host bytes count and which go with it."""
 
-    def __init__(self, key: Any, circuit: Any) -> None:
+    def __init__(self, key: Any, circuit: Any, terms: Any) -> None:
         self.key = key
         self.circuit = circuit
+        self.terms = terms
 
 
 class LanePool:
@@ -124,6 +127,7 @@ class RealProver:
         self._layouts: dict[str, tuple[tuple[str, int, int], KeyLayout]] = {}
         self._parsed_vks: dict[str, tuple[tuple[str, int, int], Any]] = {}
         self._input_elements: dict[str, int] = {}
+        self._check_bytes: dict[str, tuple[tuple[str, int, int], int]] = {}
 
     def lanes_per_device(self) -> dict[str, int]:
         """Lanes (one per GPU worker) on each CUDA device; empty on the CPU backend."""
@@ -184,14 +188,33 @@ class RealProver:
         return path
 
     def circuit(self, proof_kind: str) -> Any:
-        """The circuit (r1cs + witness generator) of a proof kind, loaded once and kept."""
+        """The circuit of a proof kind, loaded once and kept: its witness generator (inputs
+        are checked with it at submit) and its r1cs's header. Its terms are read only while a
+        key is loaded and checked (``load_key``), never kept here."""
         with self._circuits_lock:
             if proof_kind not in self._circuits:
                 from cuzk.prover import Circuit
 
                 r1cs, wasm = self._circuit_paths(proof_kind)
-                self._circuits[proof_kind] = Circuit.load(r1cs, wasm, name=proof_kind)
+                self._circuits[proof_kind] = Circuit.load(r1cs, wasm, name=proof_kind,
+                                                          constraints=False)
             return self._circuits[proof_kind]
+
+    def check_terms_bytes(self, proof_kind: str) -> int:
+        """Host bytes of C's terms that a loaded key of the kind holds for the constraint
+        check, from the r1cs's constraint headers (cached until the file changes)."""
+        from cuzk.formats.r1cs import count_terms, read_r1cs
+        from cuzk.prover.circuit import check_terms_bytes
+
+        path = self._circuit_paths(proof_kind)[0]
+        st = path.stat()
+        stamp = (str(path), st.st_mtime_ns, st.st_size)
+        cached = self._check_bytes.get(proof_kind)
+        if cached is None or cached[0] != stamp:
+            n8 = read_r1cs(path, load_constraints=False).n8
+            cached = (stamp, check_terms_bytes(count_terms(path)[2], n8))
+            self._check_bytes[proof_kind] = cached
+        return cached[1]
 
     def check_inputs(self, proof_kind: str, inputs: Sequence[Mapping[str, Any]]) -> None:
         """Run the witness generator on each distinct input: a WitnessError names the partition."""
@@ -260,12 +283,14 @@ class RealProver:
 
     def key_bytes_hint(self, proof_kind: str) -> int:
         """The host bytes the loaded key will hold: the exact figure the budget charges once it
-        is loaded (one function, ``KeyLayout.host_bytes_for``), known before any key exists."""
+        is loaded (one function, ``KeyLayout.host_bytes_for``, plus the check's C terms,
+        ``check_terms_bytes``), known before any key exists."""
         from cuzk.prover import native_msm
 
         layout = self.key_layout(proof_kind)
         return int(layout.host_bytes_for(native=native_msm.available(),
-                                         tables=self.msm_tables(layout)))
+                                         tables=self.msm_tables(layout))
+                   ) + self.check_terms_bytes(proof_kind)
 
     def msm_tables(self, layout: KeyLayout) -> bool:
         """Whether a key of this layout gets window tables (``[prover] msm_precompute``; auto
@@ -363,7 +388,14 @@ class RealProver:
         circuit = self.circuit(proof_kind)
         path = self.zkey_path(proof_kind)
         key = ProvingKey.load(path, tables=self.msm_tables(self.key_layout(proof_kind)))
-        circuit.check_key(key)
+        try:
+            circuit.check_key(key)  # reads the r1cs's terms
+            terms = circuit.check_terms()
+        finally:
+            circuit.release_constraints()  # A and B are in the key, C in ``terms``
+            from cuzk.prover.host_pages import drop_mapped_pages
+
+            drop_mapped_pages(key.zkey.a)  # what proving reads faults back in, counted
         device_bytes = working = 0
         for backend in self._backends.values():
             if isinstance(backend, DeviceMemory):
@@ -373,8 +405,8 @@ class RealProver:
         sizes = key.sizes
         return KeyHandle(
             proof_kind=proof_kind,
-            key=_Key(key, circuit),
-            host_bytes=int(key.host_bytes),
+            key=_Key(key, circuit, terms),
+            host_bytes=int(key.host_bytes) + terms.nbytes,
             device_bytes=device_bytes,
             msm_table_bytes=int(key.table_bytes),
             estimate=PartitionMemory(
@@ -417,7 +449,7 @@ class RealProver:
     def synthesize(self, key: KeyHandle, inputs: Mapping[str, Any]) -> Any:
         from cuzk.prover import synthesize
 
-        return synthesize(key.key.key, key.key.circuit, dict(inputs))
+        return synthesize(key.key.key, key.key.circuit, dict(inputs), terms=key.key.terms)
 
     def gpu_phase(self, key: KeyHandle, synthesis: Any, device: str) -> Any:
         """On a CUDA device, on a lane of its own (the device's other workers run meanwhile)."""

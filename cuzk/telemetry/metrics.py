@@ -61,6 +61,11 @@ class EngineCollector:
             "cuzk_gpu_worker_lease_age_seconds",
             "Age of the worker's open GPU-phase lease; 0 when idle",
             labels=["worker", "device"])
+        lease_kind = GaugeMetricFamily(
+            "cuzk_gpu_worker_lease_proof_kind",
+            "1 for the proof kind of the worker's open GPU-phase lease, 0 for every other "
+            "configured kind (all 0 when idle): the stuck-lease alert judges a lease by its "
+            "own kind's normal GPU phase", labels=["worker", "device", "proof_kind"])
         paused = GaugeMetricFamily(
             "cuzk_gpu_workers_paused", "GPU workers an operator paused (they take no new work)",
             labels=["device"])
@@ -101,6 +106,16 @@ class EngineCollector:
         waiters = GaugeMetricFamily("cuzk_memory_waiters", "Reservations waiting for memory")
         evictions = CounterMetricFamily("cuzk_memory_evictions", "Idle proving keys evicted")
         evicted = CounterMetricFamily("cuzk_memory_evicted_bytes", "Bytes freed by evictions")
+        parse_budget = GaugeMetricFamily(
+            "cuzk_memory_request_parse_budget_bytes",
+            "Host bytes kept apart from the memory budget for parsing submit bodies")
+        parse_reserved = GaugeMetricFamily(
+            "cuzk_memory_request_parse_reserved_bytes",
+            "Bytes of the request parse reserve held by submit bodies being parsed now")
+        parse_refused = CounterMetricFamily(
+            "cuzk_memory_request_parse_refused",
+            "Submit bodies the request parse reserve refused (busy: no room now, 503; "
+            "too_large: more than the whole reserve, 413)", labels=["reason"])
         keys = GaugeMetricFamily(
             "cuzk_proving_key_resident_bytes", "Bytes of resident proving keys",
             labels=["proof_kind", "location"])
@@ -119,10 +134,14 @@ class EngineCollector:
             "Device bytes reserved, by consumer (CUDA backend)", labels=["device", "consumer"])
         if s is not None:
             paused_by_device: dict[str, int] = {}
+            kinds = sorted({k for k, _ in s.partition_phases})
             for w in s.workers:
                 busy.add_metric([w.id, w.device], 1.0 if w.busy else 0.0)
                 busy_s.add_metric([w.id, w.device], w.busy_seconds)
                 lease_age.add_metric([w.id, w.device], w.lease_age_s)
+                for kind in kinds:
+                    on = w.busy and w.proof_kind == kind
+                    lease_kind.add_metric([w.id, w.device, kind], 1.0 if on else 0.0)
                 paused_by_device[w.device] = paused_by_device.get(w.device, 0) + int(w.paused)
             for device, n in sorted(paused_by_device.items()):
                 paused.add_metric([device], n)
@@ -146,9 +165,13 @@ class EngineCollector:
                 retries.add_metric(list(labels), n)
             mem = s.memory
             budget.add_metric([], mem.budget_bytes)
-            for consumer, n in sorted({"proving_key": 0, "partition": 0, "request_inputs": 0,
+            for consumer, n in sorted({"proving_key": 0, "partition": 0,
                                        **mem.reserved_by_consumer}.items()):
                 reserved.add_metric([consumer], n)
+            parse_budget.add_metric([], s.request_parse.budget_bytes)
+            parse_reserved.add_metric([], s.request_parse.reserved_bytes)
+            for reason, n in sorted(s.request_parse_refused.items()):
+                parse_refused.add_metric([reason], n)
             waiters.add_metric([], len(mem.waiters))
             evictions.add_metric([], mem.evictions)
             evicted.add_metric([], mem.evicted_bytes)
@@ -171,9 +194,10 @@ class EngineCollector:
                 for consumer, n in sorted({"proving_key": 0, "gpu_phase": 0,
                                            **dev.reserved_by_consumer}.items()):
                     dev_reserved.add_metric([device, consumer], n)
-        yield from (busy, busy_s, lease_age, paused, parts, queued, phases, submitted, completed,
-                    recovered, rejected, lost, retries, budget, reserved, waiters, evictions,
-                    evicted, keys, key_bytes, build)
+        yield from (busy, busy_s, lease_age, lease_kind, paused, parts, queued, phases, submitted,
+                    completed, recovered, rejected, lost, retries, budget, reserved, waiters,
+                    evictions, evicted, parse_budget, parse_reserved, parse_refused, keys,
+                    key_bytes, build)
         yield from _deadline_families(s)
         if s is None or s.device_memory:  # absent, not zero, where no device budget exists
             yield from (dev_budget, dev_reserved)

@@ -548,13 +548,14 @@ def gpu_workers() -> dict:
         timeseries(
             "Longest open GPU leases",
             "Age of the ten oldest open GPU leases (cuzk_gpu_worker_lease_age_seconds, 0 when "
-            "idle) against the stuck threshold "
-            "(instance:cuzk_gpu_lease_stuck_threshold:seconds) that CuzkGpuWorkerStuck "
-            "uses.", "s",
+            "idle) against each open lease's stuck threshold, its own proof kind's "
+            "(instance_worker:cuzk_gpu_lease_stuck_threshold:seconds), that "
+            "CuzkGpuWorkerStuck uses.", "s",
             [q(f"topk(10, cuzk_gpu_worker_lease_age_seconds{{{SEL}}})",
                "{{instance}} {{worker}}"),
-             q(f"instance:cuzk_gpu_lease_stuck_threshold:seconds{{{SEL}}}",
-               "stuck threshold {{instance}}")], links=WORKER_TRACES, w=8),
+             q(f"instance_worker:cuzk_gpu_lease_stuck_threshold:seconds{{{SEL}}}",
+               "stuck threshold {{instance}} {{worker}} {{proof_kind}}")],
+            links=WORKER_TRACES, w=8),
         timeseries(
             "Paused GPU workers",
             "Workers paused by an operator (cuzk_gpu_workers_paused, POST /v1/workers/pause). "

@@ -47,9 +47,9 @@ BURN_FAST = (14.4, "1h", "5m")
 BURN_SLOW = (6, "6h", "30m")
 SLO_WINDOWS = ("5m", "30m", "1h", "6h")
 
-# A GPU lease is stuck when it is this many times longer than the p99 GPU phase of the proof
-# kinds being proven (6-hour baseline), and never before MIN; a kind with no baseline yet counts
-# as DEFAULT seconds.
+# A GPU lease is stuck when it is this many times longer than the p99 GPU phase of its own proof
+# kind (6-hour baseline), and never before MIN; a kind with no baseline yet counts as DEFAULT
+# seconds.
 STUCK_FACTOR = 10
 STUCK_MIN_S = 120
 STUCK_DEFAULT_GPU_S = 180
@@ -182,24 +182,28 @@ def recording() -> dict[str, list[Rule]]:
             f"histogram_quantile(0.99, sum by ({BY}, proof_kind, le) "
             f'(rate({phase_s}_bucket{{{J}, phase="proving"}}[6h])))',
             "The normal GPU phase of each proof kind: p99 over 6 hours."),
-        rec("instance:cuzk_gpu_lease_stuck_threshold:seconds",
-            f"clamp_min(\n  {STUCK_FACTOR} * max by ({BY}) (\n"
-            f"    (\n      instance_proof_kind:cuzk_partition_proving_seconds:p99_rate6h >= 0\n"
-            f"      or on ({BY}, proof_kind)\n"
-            f'      0 * sum by ({BY}, proof_kind) (cuzk_partitions{{{J}, phase="proving"}})'
-            f" + {STUCK_DEFAULT_GPU_S}\n    )\n"
-            f"    and on ({BY}, proof_kind)\n"
-            f'    sum by ({BY}, proof_kind) (cuzk_partitions{{{J}, phase="proving"}}) > 0\n'
-            f"  ),\n  {STUCK_MIN_S}\n)\n"
-            f"or on ({BY})\n"
-            f"0 * group by ({BY}) (cuzk_build_info{{{J}}}) + {STUCK_FACTOR * STUCK_DEFAULT_GPU_S}",
-            f"How long a GPU lease may stay open before it counts as stuck: {STUCK_FACTOR}x the "
-            "normal GPU phase of the slowest proof kind being proven now (the lease-age gauge "
-            f"has no proof_kind label), at least {STUCK_MIN_S} s. A kind with no GPU phase in "
-            f"the last 6 hours counts as {STUCK_DEFAULT_GPU_S} s, whether it never had one or "
-            "its history went stale: its p99 is then NaN (no rate in any bucket), which the "
-            ">= 0 filter drops so that the fallback applies; NaN would compare false with "
-            "every lease age and the alert could never fire."),
+        rec("instance_proof_kind:cuzk_gpu_lease_stuck_threshold:seconds",
+            f"clamp_min(\n  {STUCK_FACTOR} * (\n"
+            f"    instance_proof_kind:cuzk_partition_proving_seconds:p99_rate6h >= 0\n"
+            f"    or on ({BY}, proof_kind)\n"
+            f"    0 * group by ({BY}, proof_kind) (cuzk_gpu_worker_lease_proof_kind{{{J}}})"
+            f" + {STUCK_DEFAULT_GPU_S}\n"
+            f"  ),\n  {STUCK_MIN_S}\n)",
+            f"How long a GPU lease of each proof kind may stay open before it counts as stuck: "
+            f"{STUCK_FACTOR}x the kind's own normal GPU phase, at least {STUCK_MIN_S} s. A kind "
+            f"with no GPU phase in the last 6 hours counts as {STUCK_DEFAULT_GPU_S} s, whether "
+            "it never had one or its history went stale: its p99 is then NaN (no rate in any "
+            "bucket), which the >= 0 filter drops so that the fallback applies (NaN would "
+            "compare false with every lease age and the alert could never fire). Per kind, "
+            "never the maximum over kinds: a kind never proven must not raise another kind's "
+            "threshold to 30 minutes (issue 27)."),
+        rec("instance_worker:cuzk_gpu_lease_stuck_threshold:seconds",
+            f"instance_proof_kind:cuzk_gpu_lease_stuck_threshold:seconds\n"
+            f"* on ({BY}, proof_kind) group_right ()\n"
+            f"max by ({BY}, worker, device, proof_kind) "
+            f"(cuzk_gpu_worker_lease_proof_kind{{{J}}} == 1)",
+            "The stuck threshold of each open GPU lease: its own proof kind's "
+            "(cuzk_gpu_worker_lease_proof_kind names the kind of a worker's open lease)."),
     ]
     pipeline = [
         rec("instance_phase:cuzk_partitions:sum",
@@ -498,17 +502,17 @@ def alerts() -> dict[str, list[Rule]]:
         gpu_starved_alert(gpu),
         alert("CuzkGpuWorkerStuck",
               f"max by ({BY}, worker, device) (cuzk_gpu_worker_lease_age_seconds{{{J}}})\n"
-              f"> on ({BY}) group_left ()\ninstance:cuzk_gpu_lease_stuck_threshold:seconds",
-              "One GPU lease open far longer than the normal GPU phase of the kinds being "
-              "proven: a kernel that does not return.",
+              f"> on ({BY}, worker, device) group_left (proof_kind)\n"
+              "instance_worker:cuzk_gpu_lease_stuck_threshold:seconds",
+              "One GPU lease open far longer than the normal GPU phase of its own proof kind: "
+              "a kernel that does not return.",
               for_="2m", severity="critical", dashboard=gpu,
               summary="GPU worker {{ $labels.worker }} on {{ $labels.instance }} has held one "
-              "lease for {{ $value | humanizeDuration }}",
+              "{{ $labels.proof_kind }} lease for {{ $value | humanizeDuration }}",
               description="Worker {{ $labels.worker }} ({{ $labels.device }}) on "
-              "{{ $labels.instance }} has been inside one GPU phase for "
+              "{{ $labels.instance }} has been inside one {{ $labels.proof_kind }} GPU phase for "
               "{{ $value | humanizeDuration }}, more than "
-              f"{STUCK_FACTOR}x the normal GPU phase of the proof kinds in flight. Its "
-              "partition makes no progress."),
+              f"{STUCK_FACTOR}x that kind's normal GPU phase. Its partition makes no progress."),
         alert("CuzkJobsStuck",
               "instance:cuzk_partitions_in_flight:sum > 0\n"
               "unless on (job, instance)\n"

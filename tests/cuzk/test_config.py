@@ -461,7 +461,8 @@ def test_engine_settings_carry_every_engine_key(
         "[engine]\nbackend='cpu'\ngpu_workers_per_device=5\nsynthesis_threads=3\n"
         "finalizer_threads=7\nmemory_budget_bytes='3GiB'\nmemory_safety_margin_bytes='1GiB'\n"
         "device_memory_budget_bytes='2GiB'\ndevice_memory_safety_margin_bytes=12345\n"
-        "cuda_devices=[1]\nkeys_dir='k'\nself_verify=false\ndeadline_horizon='2d'\n",
+        "cuda_devices=[1]\nkeys_dir='k'\nself_verify=false\ndeadline_horizon='2d'\n"
+        "request_parse_reserve_bytes='1MiB'\n",
     )
     config = load_config(p, env={}, bundled=bundled)
     s = config.engine_settings()

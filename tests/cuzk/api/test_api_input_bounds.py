@@ -1,6 +1,8 @@
 """A submit's cost is bounded before it is parsed: by what the proof kinds' circuits can take
-(413 while reading), and by the engine's host memory budget (503 when parsing would not fit)
-(issue 19: a 2 MB body with a 10^6-element array took 13-43 s of CPU before its 422)."""
+(413 while reading), and by the engine's request parse reserve (503 when parsing would not fit
+now, 413 when it never could), which proving's memory never takes (issue 19: a 2 MB body with a
+10^6-element array took 13-43 s of CPU before its 422; issue 27: submits were 503 while proving
+held the whole budget)."""
 
 from __future__ import annotations
 
@@ -23,7 +25,8 @@ from cuzk.circuits.registry import bundled_circuits
 from cuzk.engine.engine import Engine
 from cuzk.engine.settings import EngineSettings, default_proof_kinds
 from cuzk.prover.real_prover import RealProver
-from tests.conftest import KEYS_DIR
+from tests._doubles import make_test_engine, wait_until
+from tests.conftest import KEYS_DIR, SCRIPTED_KINDS
 
 SMALL, LARGE = "winning-post", "porep-c2"
 
@@ -82,22 +85,76 @@ def test_a_body_larger_than_its_kind_can_need_is_413_naming_the_kind(real) -> No
     assert f"proof kind {SMALL!r} can need" in r.json()["error"]
 
 
-def test_parsing_is_refused_when_the_memory_budget_has_no_room(engine: Engine) -> None:
-    """Parsing memory is reserved from the host budget first: none free, 503 and nothing
-    changes; free again, the same request is taken."""
-    body = json.dumps({"proof_kind": SMALL, "inputs": [{"tag": "1"}]}).encode()
+def test_a_submit_is_parsed_and_accepted_while_proving_holds_the_whole_budget(
+    engine: Engine,
+) -> None:
+    """Parsing has a reserve of its own (issue 27: submits were 503 while memory was full):
+    with every byte of the host budget held by proving, a submit is parsed and accepted (its
+    partitions wait for memory), and its parse reservation is counted in that reserve."""
     budget = engine.host_budget
-    hog = budget.try_reserve(budget.total - budget.reserved - parse_reservation(len(body)) + 1,
-                             "test")
+    held = budget.try_reserve(budget.total - budget.reserved, "partition")
+    assert held is not None and budget.reserved == budget.total
+    seen: list[int] = []
+    budget_seen = engine.parse_budget
+    budget_seen.on_change = lambda b: seen.append(b._reserved)
+    body = json.dumps({"proof_kind": SMALL, "inputs": [{"tag": "1"}]}).encode()
+    try:
+        with TestClient(create_app(engine)) as client:
+            r = post(client, body)
+            assert r.status_code == 202, r.text
+            job_id = r.json()["id"]
+            parse = client.get("/v1/status").json()["memory"]["request_parse"]
+            assert parse["reserved_bytes"] == 0 and parse["budget_bytes"] == budget_seen.total
+            assert seen and max(seen) == parse_reservation(len(body))  # held while parsing
+            assert wait_until(lambda: engine.status()["memory"]["waiters"] != [])
+            assert engine.get(job_id).state == "queued"
+    finally:
+        budget_seen.on_change = None
+        held.close()
+    assert engine.wait(job_id, 10).state == "succeeded"
+
+
+def test_parsing_is_refused_503_when_the_parse_reserve_has_no_room(engine: Engine) -> None:
+    """Bodies being parsed at once share the reserve: no room now is a 503 with Retry-After
+    that names the reserve and changes nothing but its refusal counter; free again, the same
+    request is taken."""
+    body = json.dumps({"proof_kind": SMALL, "inputs": [{"tag": "1"}]}).encode()
+    reserve = engine.parse_budget
+    hog = reserve.try_reserve(reserve.total - parse_reservation(len(body)) + 1, "test")
     assert hog is not None
     with TestClient(create_app(engine)) as client:
-        before = engine.status()["counters"]
+        before = engine.status()
         r = post(client, body)
         assert r.status_code == 503, r.text
         assert r.headers["retry-after"] == "1"
-        assert "engine.memory_budget_bytes" in r.json()["error"]
-        assert engine.status()["counters"] == before
+        assert "engine.request_parse_reserve_bytes" in r.json()["error"]
+        after = engine.status()
+        assert after["counters"] == before["counters"]
+        assert after["memory"]["request_parse_refused"] == {"busy": 1, "too_large": 0}
+        assert after["memory"]["reserved_bytes"] == before["memory"]["reserved_bytes"]
         hog.close()
         r = post(client, body)
         assert r.status_code == 202, r.text
-    assert "request_inputs" not in budget.reserved_by_consumer()  # released after the submit
+        assert engine.wait(r.json()["id"], 10).state == "succeeded"
+    assert reserve.reserved == 0  # released after the submit
+
+
+def test_a_body_whose_parsing_needs_more_than_the_whole_reserve_is_413() -> None:
+    """A body that could never be parsed within the reserve is refused for good (413 naming
+    the setting), never asked to retry, and never parsed; the host budget plays no part."""
+    engine, _, _ = make_test_engine(SCRIPTED_KINDS, backend="cpu", synthesis_threads=1,
+                                    finalizer_threads=1, request_parse_reserve_bytes=1 << 20)
+    body = json.dumps({"proof_kind": SMALL, "inputs": [{"tag": "1" * 40_000}]}).encode()
+    assert parse_reservation(len(body)) > 1 << 20
+    with engine, TestClient(create_app(engine)) as client:
+        before = engine.status()["counters"]
+        r = post(client, body)
+        assert r.status_code == 413, r.text
+        assert "retry-after" not in r.headers
+        error = r.json()["error"]
+        assert "request parse reserve of 1048576 bytes" in error
+        assert "engine.request_parse_reserve_bytes" in error
+        assert engine.status()["counters"] == before
+        assert engine.status()["memory"]["request_parse_refused"] == {"busy": 0,
+                                                                      "too_large": 1}
+        assert engine.parse_budget.reserved == 0

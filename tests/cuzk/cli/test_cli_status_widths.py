@@ -196,3 +196,18 @@ def test_cluster_nodes_are_shown_without_cutting_a_name(busy_snapshot: dict, wid
     assert not missing, f"cut or missing at {width} columns: {missing}\n{text}"
     assert "unreachable" in tokens
 
+
+
+def test_memory_panel_shows_the_request_parse_reserve_apart_from_the_host_budget(
+    busy_snapshot: dict,
+) -> None:
+    """Issue 27: submit bodies are parsed in a reserve of their own; the panel shows it under
+    its name with its own figures, and a server without one (older) still renders."""
+    human_bytes = status_cmd.human_bytes
+    parse = busy_snapshot["memory"]["request_parse"]
+    out = _render(busy_snapshot, 200)
+    line = next(x for x in out.splitlines() if "request_parse" in x)
+    assert f"{human_bytes(parse['reserved_bytes'])} / {human_bytes(parse['budget_bytes'])}" in line
+    older = json.loads(json.dumps(busy_snapshot))
+    del older["memory"]["request_parse"]
+    assert "request_parse" not in _render(older, 80)

@@ -98,3 +98,31 @@ def test_a_resident_key_has_no_loading_phase():
         assert engine.wait(second.id, 5).state == "succeeded"
     names = [s.name for s in exporter.get_finished_spans()]
     assert "cuzk.key.load" not in names and "cuzk.memory.wait" in names
+
+
+def test_a_cancelled_jobs_partitions_stop_loading_key_at_once_and_the_load_goes_on():
+    """Issue 27: a cancelled job still listed its partitions as ``loading_key`` until the key
+    had loaded. Its partitions withdraw at the cancel (the key's load is the kind's, not
+    theirs): cancelled while the load is still held, the key then resident and idle, loaded
+    once."""
+    engine, prover, _ = make_test_engine(KINDS, synthesis_threads=2)
+    gate = prover.hold("load_key", "pair")
+    with engine:
+        job = engine.submit("pair", [{"tag": "a"}, {"tag": "b"}])
+        assert gate.wait_entered()
+        assert wait_until(lambda: [p.phase for p in engine.snapshot().jobs[0].partitions]
+                          == ["loading_key", "loading_key"], 5)
+        engine.cancel(job.id)
+        assert wait_until(lambda: job.settled.is_set(), 5)  # the load is still held
+        snap = engine.snapshot()
+        assert [p.phase for p in snap.jobs[0].partitions] == ["cancelled", "cancelled"]
+        assert snap.partition_phases[("pair", "loading_key")] == 0
+        assert snap.key_bytes[("pair", "loading")] == 1_000  # the key's bytes, still loading
+        assert snap.memory.reserved_by_consumer == {"proving_key": 1_000}
+        gate.release()
+        assert wait_until(lambda: [(k.proof_kind, k.in_use) for k in engine.snapshot().keys]
+                          == [("pair", 0)], 5)
+        again = engine.submit("pair", [{"tag": "c"}, {"tag": "d"}])
+        assert engine.wait(again.id, 5).state == "succeeded"
+        assert wait_until(engine.quiescent, 5)
+    assert prover.calls["load_key"] == 1 and prover.misuse == []

@@ -39,7 +39,8 @@ def test_auto_builds_tables_when_they_take_a_sixteenth_of_the_budget_or_less():
         prover.settings = _prover("auto", budget).settings
         assert prover.msm_tables(layout) is wanted
         hint = prover.key_bytes_hint("winning-post")
-        assert hint == layout.host_bytes_for(native=True) + (tables if wanted else 0)
+        assert hint == (layout.host_bytes_for(native=True) + (tables if wanted else 0)
+                        + prover.check_terms_bytes("winning-post"))
     for mode, wanted in (("on", True), ("off", False)):
         assert _prover(mode, 1 << 20).msm_tables(layout) is wanted  # whatever the budget
     with pytest.raises(ValueError, match="msm_precompute"):
@@ -61,8 +62,9 @@ def test_a_key_with_tables_is_charged_what_it_holds_and_its_proof_verifies_with_
     key = handle.key.key
     gc.collect()
     assert key.tables and handle.msm_table_bytes == key.table_bytes > 0
-    assert hint == handle.host_bytes == _held_objects(key)
-    assert hint == key.layout.host_bytes_for(native=True) + key.table_bytes
+    terms = handle.key.terms.nbytes  # C's terms for the constraint check, held with the key
+    assert hint == handle.host_bytes == _held_objects(key) + terms
+    assert hint == key.layout.host_bytes_for(native=True) + key.table_bytes + terms
     proof, _ = prove_timed(key, handle.key.circuit, _sample_input(), prover._backends["cpu"])
     assert proof.verified
     (tmp_path / "proof.json").write_text(json.dumps(proof.proof))

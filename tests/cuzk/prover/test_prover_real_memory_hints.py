@@ -38,3 +38,24 @@ def test_hints_without_a_key_are_exact_and_generate_nothing(tmp_path: Path):
     handle = _prover(KEYS_DIR).load_key(kind)
     assert key_bytes == handle.host_bytes
     assert partition == handle.estimate
+
+
+def test_a_loaded_key_is_charged_its_check_terms_and_its_circuit_keeps_no_terms():
+    """Issue 27: a kind's r1cs stayed resident beside its key, counted nowhere. The circuit
+    keeps the r1cs header (mapped, not read); C's terms for the constraint check go with the
+    key and are charged with it, exactly as the hint said before the load."""
+    import numpy as np
+
+    from cuzk.formats.r1cs import count_terms
+    from cuzk.prover.circuit import check_terms_bytes
+
+    kind = "winning-post"
+    ensure_zkey(kind, Path(bundled_circuits()[kind].r1cs_path), KEYS_DIR)
+    prover = _prover(KEYS_DIR)
+    handle = prover.load_key(kind)
+    terms = handle.key.terms
+    expected = check_terms_bytes(count_terms(bundled_circuits()[kind].r1cs_path)[2], 32)
+    assert terms.nbytes == expected == prover.check_terms_bytes(kind) > 0
+    assert handle.host_bytes == handle.key.key.host_bytes + terms.nbytes
+    kept = prover.circuit(kind).r1cs
+    assert kept.constraints is None and isinstance(kept._file.data, np.memmap)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
+from cuzk.errors import RequestTooLarge, Unavailable
 from cuzk.simulated_prover import ScriptedKind, ScriptedProver
 from tests._doubles import make_test_engine, metrics_of, wait_until
 
@@ -15,6 +17,7 @@ CONTRACT = {
     "cuzk_gpu_worker_busy": ("gauge", {"worker", "device"}),
     "cuzk_gpu_worker_busy_seconds": ("counter", {"worker", "device"}),
     "cuzk_gpu_worker_lease_age_seconds": ("gauge", {"worker", "device"}),
+    "cuzk_gpu_worker_lease_proof_kind": ("gauge", {"worker", "device", "proof_kind"}),
     "cuzk_gpu_workers_paused": ("gauge", {"device"}),
     "cuzk_gpu_worker_partitions": ("counter", {"worker", "device", "proof_kind"}),
     "cuzk_jobs_queued": ("gauge", {"proof_kind", "priority"}),
@@ -29,6 +32,9 @@ CONTRACT = {
     "cuzk_memory_acquire_wait_seconds": ("histogram", {"consumer"}),
     "cuzk_memory_evictions": ("counter", set()),
     "cuzk_memory_evicted_bytes": ("counter", set()),
+    "cuzk_memory_request_parse_budget_bytes": ("gauge", set()),
+    "cuzk_memory_request_parse_reserved_bytes": ("gauge", set()),
+    "cuzk_memory_request_parse_refused": ("counter", {"reason"}),
     "cuzk_proving_key_resident_bytes": ("gauge", {"proof_kind", "location"}),
     "cuzk_proving_key_bytes": ("gauge", {"proof_kind", "state"}),
     "cuzk_build_info": ("gauge", {"version", "backend"}),
@@ -128,7 +134,7 @@ def test_gauges_follow_live_state():
         reserved = {
             s.labels["consumer"]: s.value for s in fams["cuzk_memory_reserved_bytes"].samples
         }
-        assert reserved == {"partition": 400, "proving_key": 1000, "request_inputs": 0}
+        assert reserved == {"partition": 400, "proving_key": 1000}
         keys = {
             (s.labels["proof_kind"], s.labels["location"]): s.value
             for s in fams["cuzk_proving_key_resident_bytes"].samples
@@ -146,6 +152,52 @@ def test_gauges_follow_live_state():
             if s.name.endswith("_total")
         ]
         assert sum(busy) > 0
+
+
+def test_lease_proof_kind_names_the_kind_of_each_open_lease_only():
+    """The stuck-lease alert judges a lease by its own kind (issue 27): the gauge is 1 for the
+    kind of a worker's open lease and 0 for every other configured kind, all 0 when idle."""
+    engine, prover, _ = make_test_engine(KINDS, gpu_workers_per_device=1)
+    gate = prover.hold("gpu", "s")
+    with engine:
+        job = engine.submit("snap-update", [{"tag": "s"}] + [{"tag": f"t{i}"} for i in range(3)])
+        assert gate.wait_entered()
+
+        def lease_kinds() -> dict[tuple[str, str], float]:
+            return {(s.labels["worker"], s.labels["proof_kind"]): s.value
+                    for s in _families(engine)["cuzk_gpu_worker_lease_proof_kind"].samples}
+
+        worker = engine.workers[0].id
+        assert lease_kinds() == {(worker, "snap-update"): 1.0, (worker, "winning-post"): 0.0}
+        gate.release()
+        assert engine.wait(job.id, 5).state == "succeeded"
+        assert wait_until(engine.quiescent)
+        assert lease_kinds() == {(worker, "snap-update"): 0.0, (worker, "winning-post"): 0.0}
+
+
+def test_request_parse_reserve_metrics_follow_its_ledger_apart_from_the_host_budget():
+    """The parse reserve is shown beside the host budget, never in it: its size, what bodies
+    being parsed hold, and its refusals by reason (a counter that never goes down)."""
+    engine, _, _ = make_test_engine(KINDS, request_parse_reserve_bytes=5000)
+    with engine:
+        held = engine.reserve_request_memory(1200)
+        fams = _families(engine)
+        value = {f: fams[f].samples[0].value for f in (
+            "cuzk_memory_request_parse_budget_bytes", "cuzk_memory_request_parse_reserved_bytes")}
+        assert value == {"cuzk_memory_request_parse_budget_bytes": 5000,
+                         "cuzk_memory_request_parse_reserved_bytes": 1200}
+        assert {s.labels["consumer"] for s in fams["cuzk_memory_reserved_bytes"].samples} == {
+            "partition", "proving_key"}
+        with pytest.raises(Unavailable):
+            engine.reserve_request_memory(4000)  # busy beside the 1200 held: 503
+        with pytest.raises(RequestTooLarge):
+            engine.reserve_request_memory(6000)  # more than the whole reserve: 413
+        held.close()
+        refused = {s.labels["reason"]: s.value
+                   for s in _families(engine)["cuzk_memory_request_parse_refused"].samples
+                   if s.name.endswith("_total")}
+        assert refused == {"busy": 1, "too_large": 1}
+        assert _families(engine)["cuzk_memory_request_parse_reserved_bytes"].samples[0].value == 0
 
 
 def test_queued_jobs_gauge_counts_jobs_waiting_for_memory():
