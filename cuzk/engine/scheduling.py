@@ -9,6 +9,11 @@ head that reuses the engine's scheduler (the cluster head) orders the same way:
   holds only deadlines that can be met: those go first but finish);
 - ties: arrival, then partition index.
 
+Synthesis threads are given by class: with more than one, one of them is reserved for the
+critical and high classes (``reserved_synthesis_threads``), so a winning-post never waits for a
+thread that a porep-c2 partition holds for seconds (a synthesis cannot be stopped half way; the
+others take any class, in this order).
+
 ``ARRIVAL`` is the order cuzk used before deadlines (priority, then arrival): kept so the
 benchmark can compare the two in one process.
 """
@@ -26,6 +31,21 @@ DEADLINE: Order = "deadline"
 ARRIVAL: Order = "arrival"
 
 OrderKey = tuple[int, float, int, int]
+RESERVED_CLASSES: tuple[str, ...] = ("critical", "high")
+"""The classes a reserved synthesis thread takes."""
+_RESERVED_RANK = max(PRIORITY_RANK[p] for p in RESERVED_CLASSES)
+
+
+def reserved_synthesis_threads(threads: int) -> int:
+    """Of ``threads`` synthesis threads, those only the reserved classes may take: one when
+    there is more than one (a single thread serves every class)."""
+    return 1 if threads > 1 else 0
+
+
+def takes_reserved(key: tuple[object, ...]) -> bool:
+    """Whether work of this order key may run on a reserved synthesis thread."""
+    rank = key[0]
+    return isinstance(rank, int) and rank <= _RESERVED_RANK
 
 
 def order_key(
