@@ -8,7 +8,10 @@ starts from the figures the journal kept from the last run, else from the kind's
 at this machine's measured rates), else knows nothing: a kind without a figure is never
 predicted (no hard-coded constant stands in for a measurement). Every figure keeps its
 ``source`` (``SOURCES``); anything but ``measured`` is a prior until the phase is measured in
-this process, and only measurements go to the journal for the next start.
+this process, and only measurements go to the journal for the next start. Once some kinds with
+a prior are measured, the priors of the others are scaled per phase by the median of measured
+over prior among those (what the prior's model leaves out, such as witness generation, or a
+calibration run on a busy machine, is then corrected from this machine's own proofs).
 
 ``predict`` plays the engine's queues forward from now: synthesis threads and GPU workers
 take the unfinished partitions in the scheduler's order (cuzk.engine.scheduling; a reserved
@@ -59,6 +62,8 @@ class PhaseEstimates:
         self._recent: dict[tuple[str, str], deque[float]] = {}
         self._count: dict[tuple[str, str], int] = {}
         self._source: dict[tuple[str, str], str] = {}
+        self._raw_prior: dict[tuple[str, str], float] = {}  # the prover's, unscaled
+        self._scale: dict[str, float] = {}  # phase -> measured / prior, over measured kinds
 
     def seed(self, kind: str, phase: str, seconds: float, source: str = CONFIGURED) -> None:
         """A starting figure (``source``: the journal's, configured, or a prior); the first
@@ -67,6 +72,9 @@ class PhaseEstimates:
             raise ValueError(f"a seed's source is one of {SOURCES[1:]}, not {source!r}")
         if phase in PREDICTED_PHASES and math.isfinite(seconds) and seconds >= 0:
             with self._lock:
+                if source == PRIOR:
+                    self._raw_prior[(kind, phase)] = float(seconds)
+                    seconds *= self._scale.get(phase, 1.0)
                 if (kind, phase) not in self._mean:
                     self._mean[(kind, phase)] = float(seconds)
                     self._source[(kind, phase)] = source
@@ -82,6 +90,20 @@ class PhaseEstimates:
             self._mean[key] = statistics.median_low(recent)  # a measured value
             self._count[key] = self._count.get(key, 0) + 1
             self._source[key] = MEASURED
+            if key in self._raw_prior:
+                self._rescale(phase)
+
+    def _rescale(self, phase: str) -> None:
+        """Under the lock: the phase's scale from the kinds measured that had a prior, applied
+        to the kinds still on theirs."""
+        ratios = [self._mean[k] / raw for k, raw in self._raw_prior.items()
+                  if k[1] == phase and raw > 0 and self._source.get(k) == MEASURED]
+        if not ratios:
+            return
+        scale = self._scale[phase] = statistics.median_low(ratios)
+        for k, raw in self._raw_prior.items():
+            if k[1] == phase and self._source.get(k) == PRIOR:
+                self._mean[k] = raw * scale
 
     def get(self, kind: str, phase: str) -> float | None:
         with self._lock:
