@@ -35,11 +35,11 @@ from cuzk.engine.queues import WorkQueue
 from cuzk.engine.scheduling import (
     ARRIVAL,
     DEADLINE,
+    RESERVED_SYNTHESIS_THREADS,
     Order,
     OrderKey,
     order_key,
     outranks,
-    reserved_synthesis_threads,
     takes_reserved,
 )
 from cuzk.engine.settings import EngineSettings
@@ -164,11 +164,10 @@ class Pipeline:
             t.start()
             self._threads.append(t)
 
-        threads = self.settings.synthesis_threads
-        reserved = reserved_synthesis_threads(threads)
-        for i in range(threads):
-            # The first ``reserved`` take only critical and high work (cuzk.engine.scheduling).
-            spawn(f"cuzk-synth-{i}", self._synthesis_loop, i < reserved)
+        for i in range(self.settings.synthesis_threads):
+            spawn(f"cuzk-synth-{i}", self._synthesis_loop)
+        for i in range(RESERVED_SYNTHESIS_THREADS):  # critical and high work only, besides
+            spawn(f"cuzk-synth-reserved-{i}", self._synthesis_loop, True)
         for w in self.workers:
             spawn(f"cuzk-{w.id}", self._worker_loop, w)
         for i in range(self.settings.finalizer_threads):

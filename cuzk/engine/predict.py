@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, get_args
 
 from cuzk.engine.backend import PhasePrior
-from cuzk.engine.scheduling import reserved_synthesis_threads, takes_reserved
+from cuzk.engine.scheduling import RESERVED_SYNTHESIS_THREADS, takes_reserved
 from cuzk.protocol import PREDICTED_PHASES, EstimateSource
 
 log = logging.getLogger(__name__)
@@ -216,11 +216,10 @@ def predict(
             add(it.priority, left)
         elif it.phase == "finalizing":
             done(it, now + _left(f, it.elapsed))
-    n_reserved = reserved_synthesis_threads(synthesis_threads)
+    n_reserved = RESERVED_SYNTHESIS_THREADS  # besides the ``synthesis_threads`` of any class
     urgent_busy.sort()
     reserved = _slots(now, urgent_busy[:n_reserved], n_reserved) if n_reserved else []
-    synth = _slots(now, synth_busy + urgent_busy[n_reserved:],
-                   max(1, synthesis_threads - n_reserved))
+    synth = _slots(now, synth_busy + urgent_busy[n_reserved:], synthesis_threads)
     for it in to_synth:  # already in scheduler order
         s = (durations(it.kind) or (0.0, 0.0, 0.0))[0]
         pool = synth

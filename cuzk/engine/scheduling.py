@@ -9,10 +9,12 @@ head that reuses the engine's scheduler (the cluster head) orders the same way:
   holds only deadlines that can be met: those go first but finish);
 - ties: arrival, then partition index.
 
-Synthesis threads are given by class: with more than one, one of them is reserved for the
-critical and high classes (``reserved_synthesis_threads``), so a winning-post never waits for a
-thread that a porep-c2 partition holds for seconds (a synthesis cannot be stopped half way; the
-others take any class, in this order).
+Synthesis threads are given by class: besides the configured ``synthesis_threads``, which take
+any class in this order, ``RESERVED_SYNTHESIS_THREADS`` more take only the critical and high
+classes, so a winning-post never waits for a thread that porep-c2 partitions hold for seconds
+(a synthesis cannot be stopped half way). Added, not taken from the configured ones: the other
+classes keep every thread they had (in a cluster head each is a CPU worker's dispatch slot),
+and the CPU is oversubscribed only while critical or high work synthesizes.
 
 ``ARRIVAL`` is the order cuzk used before deadlines (priority, then arrival): kept so the
 benchmark can compare the two in one process.
@@ -36,10 +38,8 @@ RESERVED_CLASSES: tuple[str, ...] = ("critical", "high")
 _RESERVED_RANK = max(PRIORITY_RANK[p] for p in RESERVED_CLASSES)
 
 
-def reserved_synthesis_threads(threads: int) -> int:
-    """Of ``threads`` synthesis threads, those only the reserved classes may take: one when
-    there is more than one (a single thread serves every class)."""
-    return 1 if threads > 1 else 0
+RESERVED_SYNTHESIS_THREADS = 1
+"""Synthesis threads beyond ``synthesis_threads`` that take only the reserved classes."""
 
 
 def takes_reserved(key: tuple[object, ...]) -> bool:

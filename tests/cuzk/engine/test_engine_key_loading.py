@@ -33,8 +33,7 @@ def _phases(fams):
 
 
 def test_partitions_waiting_for_their_key_are_loading_key_in_snapshot_metrics_and_time():
-    # Three threads: one of them is reserved for critical and high work, two take these.
-    engine, prover, exporter = make_test_engine(KINDS, synthesis_threads=3)
+    engine, prover, exporter = make_test_engine(KINDS, synthesis_threads=2)
     ended: list[PartitionPhaseEnded] = []
     engine.subscribe(lambda e: ended.append(e) if isinstance(e, PartitionPhaseEnded) else None)
     gate = prover.hold("load_key", "pair")

@@ -1,15 +1,14 @@
-"""Synthesis threads by class (issue 27): with more than one synthesis thread, one is reserved
-for critical and high work, so a winning-post never waits for a thread that porep-c2
-partitions hold (a synthesis cannot be stopped half way). The predictor plays the same rule."""
+"""Synthesis threads by class (issue 27): besides the configured synthesis threads, one more is
+reserved for critical and high work, so a winning-post never waits for a thread that porep-c2
+partitions hold (a synthesis cannot be stopped half way), and the other classes keep every
+thread they had. The predictor plays the same rule."""
 
 from __future__ import annotations
 
-import math
-
 from cuzk.engine.predict import PREDICTED_PHASES, Item, PhaseEstimates, predict
-from cuzk.engine.scheduling import order_key, reserved_synthesis_threads
+from cuzk.engine.scheduling import order_key
 from cuzk.engine.settings import ProofKindSettings as K
-from cuzk.testing import make_test_engine
+from cuzk.testing import make_test_engine, wait_until
 
 KINDS = {
     "porep-c2": K("porep-c2", 2, "normal"),
@@ -17,20 +16,19 @@ KINDS = {
 }
 
 
-def test_a_winning_post_synthesizes_while_porep_partitions_hold_the_other_thread():
+def test_a_winning_post_synthesizes_while_porep_partitions_hold_every_thread():
     engine, prover, _ = make_test_engine(KINDS, synthesis_threads=2, gpu_workers_per_device=1)
     gates = {t: prover.hold("synthesize", t) for t in ("a0", "a1", "b0", "b1")}
     engine.start()
     try:
         porep = [engine.submit("porep-c2", [{"tag": f"{c}0"}, {"tag": f"{c}1"}]) for c in "ab"]
-        assert gates["a0"].wait_entered()
+        # Both configured threads take porep-c2 work: the reservation took none from them.
+        assert gates["a0"].wait_entered() and gates["a1"].wait_entered()
         wp = engine.submit("winning-post", [{"tag": "w"}])
-        # Bounded: the critical job needs only the reserved thread; a0 is still held.
+        # Bounded: the critical job needs only the reserved thread; a0 and a1 are still held.
         assert engine.wait(wp.id, 5).state == "succeeded"
-        assert not gates["a0"]._open.is_set()
-        starts = [tag for step, edge, tag in prover.events
-                  if step == "synthesize" and edge == "start"]
-        assert starts[:2] == ["a0", "w"], starts  # nothing of porep's took the second thread
+        assert not gates["a0"]._open.is_set() and not gates["a1"]._open.is_set()
+        assert not gates["b0"].entered.is_set()  # nothing of porep's took the reserved one
         for g in gates.values():
             g.release()
         for j in porep:
@@ -41,14 +39,25 @@ def test_a_winning_post_synthesizes_while_porep_partitions_hold_the_other_thread
         engine.shutdown(5)
 
 
-def test_one_synthesis_thread_serves_every_class():
-    assert reserved_synthesis_threads(1) == 0
-    engine, _, _ = make_test_engine(KINDS, synthesis_threads=1, gpu_workers_per_device=1)
+def test_a_configured_thread_leaves_critical_work_to_the_idle_reserved_one():
+    """Both threads idle when a winning-post comes: the reserved one takes it, so a porep-c2
+    partition that comes next still finds the configured thread free."""
+    engine, prover, _ = make_test_engine(KINDS, synthesis_threads=1, gpu_workers_per_device=1)
+    w_gate, a_gate = prover.hold("synthesize", "w"), prover.hold("synthesize", "a0")
     engine.start()
     try:
-        job = engine.submit("porep-c2", [{"tag": "x0"}, {"tag": "x1"}])
-        assert engine.wait(job.id, 10).state == "succeeded"
+        assert wait_until(lambda: engine.pipeline.pending._reserved_waiting)  # both in get
+        wp = engine.submit("winning-post", [{"tag": "w"}])
+        assert w_gate.wait_entered()
+        porep = engine.submit("porep-c2", [{"tag": "a0"}, {"tag": "a1"}])
+        assert a_gate.wait_entered(5)  # bounded: the configured thread was left free
+        w_gate.release()
+        a_gate.release()
+        for j in (wp, porep):
+            assert engine.wait(j.id, 10).state == "succeeded"
     finally:
+        w_gate.release()
+        a_gate.release()
         engine.shutdown(5)
 
 
@@ -65,20 +74,21 @@ def test_the_prediction_gives_critical_work_the_reserved_thread_and_normal_work_
              for i in range(2)]
     items.append(Item("w", "winning-post", "critical", order_key("critical", None, 9),
                       "queued_synthesis"))
-    finish, _ = predict(0.0, items, _est(), gpu_workers=1, synthesis_threads=2)
+    finish, _ = predict(0.0, items, _est(), gpu_workers=1, synthesis_threads=1)
     assert finish["w"] == 1.0  # synthesized at once on the reserved thread, then the GPU first
-    # The porep partitions share the one general thread: 4 s, then 8 s of synthesis.
+    # The porep partitions share the one configured thread: 4 s, then 8 s of synthesis; the
+    # winning-post's synthesis did not delay them.
     assert finish["p0"] == 6.0 and finish["p1"] == 10.0
-    one, _ = predict(0.0, items, _est(), gpu_workers=1, synthesis_threads=1)
-    # One thread serves every class: the porep partitions wait for the winning-post's synthesis.
-    assert one["w"] == 1.0 and one["p0"] == 6.5 and one["p1"] == 10.5
+    two, _ = predict(0.0, items, _est(), gpu_workers=1, synthesis_threads=2)
+    assert two["w"] == 1.0 and two["p0"] == 6.0 and two["p1"] == 8.0
 
 
-def test_a_critical_partition_waits_behind_running_porep_synthesis_only_on_one_thread():
-    running = [Item(f"p{i}", "porep-c2", "normal", order_key("normal", None, i), "synthesizing",
-                    1.0) for i in range(1)]
+def test_a_critical_partition_never_waits_behind_running_porep_synthesis():
+    porep = Item("p0", "porep-c2", "normal", order_key("normal", None, 0), "synthesizing", 1.0)
     w = Item("w", "winning-post", "critical", order_key("critical", None, 9), "queued_synthesis")
-    two, _ = predict(0.0, [*running, w], _est(), gpu_workers=1, synthesis_threads=2)
-    assert two["w"] == 1.0
-    one, _ = predict(0.0, [*running, w], _est(), gpu_workers=1, synthesis_threads=1)
-    assert math.isclose(one["w"], 4.0)  # 3 s left of the porep synthesis, then its own
+    finish, _ = predict(0.0, [porep, w], _est(), gpu_workers=1, synthesis_threads=1)
+    assert finish["w"] == 1.0  # not 4.0: after the 3 s left of the porep synthesis
+    # A second critical partition behind one on the reserved thread: whichever frees first.
+    w1 = Item("w1", "winning-post", "critical", order_key("critical", None, 7), "synthesizing")
+    finish, _ = predict(0.0, [porep, w1, w], _est(), gpu_workers=1, synthesis_threads=1)
+    assert finish["w1"] == 1.0 and finish["w"] == 1.5  # reserved thread: 0.5 s, then 0.5 s
