@@ -106,7 +106,8 @@ class DeadlineInfeasible(Unavailable):
     here would finish later still) whose body names the deadline and the predicted finish, so
     the client can send the job elsewhere."""
 
-    def __init__(self, proof_kind: str, deadline: float, predicted_finish: float) -> None:
+    def __init__(self, proof_kind: str, deadline: float, predicted_finish: float,
+                 prior: str | None = None) -> None:
         from datetime import UTC, datetime
 
         def rfc3339(t: float) -> str:
@@ -120,7 +121,8 @@ class DeadlineInfeasible(Unavailable):
             f"{proof_kind}: the deadline {self.deadline} cannot be met: even at the front of "
             f"its priority class the job is predicted to finish at {self.predicted_finish} "
             f"({-self.slack_s:.3f} s late) given the work already running and queued ahead of "
-            "it; send it to another prover", None)
+            "it" + (f" (predicted from a prior: {prior}; no job of the kind measured yet)"
+                    if prior else "") + "; send it to another prover", None)
 
 
 class KeysDirUnwritable(CuzkError):

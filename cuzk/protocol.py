@@ -359,6 +359,20 @@ class KeyInfo(TypedDict):
     evict_requested: bool
 
 
+EstimateSource = Literal["measured", "journal", "configured", "prior"]
+
+
+@_closed
+class PhaseEstimate(TypedDict):
+    """One figure the predictions use: seconds of a partition phase of a kind."""
+
+    seconds: float
+    source: EstimateSource
+    """``measured`` in this process; anything else is a prior until then: ``journal`` (the
+    last run's measurement), ``configured`` (``phase_seconds``), ``prior`` (the prover's, from
+    the key's sizes at this machine's measured rates)."""
+
+
 @_closed
 class QueueDepths(TypedDict):
     pending: int
@@ -407,7 +421,10 @@ class StatusInfo(TypedDict):
     counters: CounterTotals
     backlog_gpu_seconds: dict[str, float]
     """Predicted GPU-seconds of queued and running work, by priority (the autoscaling
-    signal); only work whose kind has a measured or configured duration counts."""
+    signal); only work whose kind has a figure counts (``phase_estimates``: measured, or a
+    prior, so a kind never proven here counts from its first job)."""
+    phase_estimates: dict[str, dict[str, PhaseEstimate]]
+    """Proof kind -> phase (synthesizing, proving, finalizing) -> the figure predictions use."""
     nodes: list[NodeInfo]
     """Cluster nodes (``cuzk serve --cluster``); empty for the single-process engine."""
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cuzk.engine.backend import KeyHandle, PartitionMemory, ProofResult
+from cuzk.engine.backend import KeyHandle, PartitionMemory, PhasePrior, ProofResult
 from cuzk.errors import CuzkError
 
 STEPS = ("load_key", "unload_key", "synthesize", "gpu", "finalize")
@@ -34,6 +34,7 @@ class ScriptedKind:
     loaded_host_bytes: int | None = None  # the loaded key's true size when the hint was wrong
     sizes: dict[str, int] = field(
         default_factory=lambda: {"vars": 9, "public": 1, "domain_size": 16, "coefficients": 20})
+    prior: Mapping[str, float] | None = None  # phase -> seconds phase_prior answers (None: none)
 
 
 class Gate:
@@ -200,6 +201,11 @@ class ScriptedProver:
 
     def key_bytes_hint(self, proof_kind: str) -> int:
         return self._kind(proof_kind).host_bytes
+
+    def phase_prior(self, proof_kind: str) -> PhasePrior | None:
+        """The kind's scripted ``prior`` (None: the kind has none)."""
+        prior = self._kind(proof_kind).prior
+        return None if prior is None else PhasePrior(dict(prior), "scripted")
 
     def partition_memory_hint(self, proof_kind: str) -> PartitionMemory | None:
         """What a partition will reserve, known before loading (None: only after loading)."""

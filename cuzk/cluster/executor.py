@@ -50,6 +50,7 @@ from cuzk.engine.backend import (
     KeyHandle,
     PartitionMemory,
     PhaseLost,
+    PhasePrior,
     ProofResult,
     ProverBackend,
 )
@@ -482,6 +483,9 @@ class ClusterExecutor:
 
     def partition_memory_hint(self, proof_kind: str) -> PartitionMemory | None:
         return None  # known once a GPU worker reports the key (load_key)
+
+    def phase_prior(self, proof_kind: str) -> PhasePrior | None:
+        return None  # the head's own rates say nothing of the nodes' GPUs and CPUs
 
     def upload_key(self, handle: KeyHandle) -> None:
         pass  # the GPU worker actors load and keep their own keys

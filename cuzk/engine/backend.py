@@ -41,6 +41,18 @@ class KeyHandle:
 
 
 @dataclass(frozen=True)
+class PhasePrior:
+    """A proof kind's phase durations before any is measured: ``seconds`` per predicted phase
+    (``synthesizing``, ``proving``, ``finalizing``), worked out from what the key says (domain
+    size, constraint and point counts) and this machine's measured rates; ``basis`` says how,
+    in a few words, for the admission span and log. The engine marks every figure it seeds
+    from one as a prior until the kind's own phases are measured."""
+
+    seconds: Mapping[str, float]
+    basis: str
+
+
+@dataclass(frozen=True)
 class ProofResult:
     """snarkjs-shaped ``proof.json`` and ``public.json`` contents."""
 
@@ -134,6 +146,12 @@ class ProverBackend(Protocol):
 
     def partition_memory_hint(self, proof_kind: str) -> PartitionMemory | None:
         """What one partition will reserve, known before loading (None: only after)."""
+        ...
+
+    def phase_prior(self, proof_kind: str) -> PhasePrior | None:
+        """The kind's phase durations before it is proven here (:class:`PhasePrior`), so
+        admission can predict the first job; None when this prover cannot tell (the engine
+        then predicts the kind only once its phases are measured or configured)."""
         ...
 
     def check_inputs(self, proof_kind: str, inputs: Sequence[Mapping[str, Any]]) -> None:

@@ -47,7 +47,7 @@ from cuzk.engine.keys import KeyResidency
 from cuzk.engine.leases import GpuWorker
 from cuzk.engine.memory import MemoryBudget, Reservation
 from cuzk.engine.pipeline import Pipeline
-from cuzk.engine.predict import Item, PhaseEstimates, predict, seed_from
+from cuzk.engine.predict import Item, PhaseEstimates, Priors, predict, seed_from
 from cuzk.engine.recovery import JournalRecovery, ensure_recovery_counters
 from cuzk.engine.scheduling import ARRIVAL
 from cuzk.engine.settings import EngineSettings
@@ -196,6 +196,7 @@ class Engine:
         for name, pk in s.proof_kinds.items():
             for phase, seconds in pk.phase_seconds:
                 self.estimates.seed(name, phase, seconds)
+        self.priors = Priors(self.estimates, prover.phase_prior)  # below both, asked at start
         self.deadlines = DeadlineWatch(self._deadline_passed)
         ensure_recovery_counters(self.counters, s.proof_kinds)
         self.recovery: JournalRecovery | None = None
@@ -241,7 +242,13 @@ class Engine:
             self._seq = itertools.count(self.recovery.recover())
         self.pipeline.start()
         self.deadlines.start()
+        threading.Thread(target=self._seed_priors, name="cuzk-priors", daemon=True).start()
         return self
+
+    def _seed_priors(self) -> None:
+        """Every kind's prior, off the start path (a submit asks for its own kind first)."""
+        for kind in self.settings.proof_kinds:
+            self.priors.ensure(kind)
 
     def drain(self, timeout: float) -> bool:
         """Refuse new submits; let partitions in flight finish (journaled) within ``timeout``.
@@ -434,6 +441,7 @@ class Engine:
             if prev.outcome not in ("failed", "cancelled"):
                 return prev  # a replay: nothing else runs
         self._check_memory(proof_kind)
+        self.priors.ensure(proof_kind)  # the first job of a kind is predicted too
         # Bad signals are the caller's error (422), not a failed job later.
         self.prover.check_inputs(proof_kind, inputs)
         parent = extract_context(trace_context)
@@ -520,10 +528,16 @@ class Engine:
                       "queued_synthesis") for i in range(n)]
         finish = self._predict(front)[0].get(job.id)
         assert job.deadline is not None
+        basis = self.priors.basis(job.proof_kind) if self.estimates.prior(job.proof_kind) \
+            else None
+        if basis is not None:
+            log.info("admission of a %s job by the prior (%s): predicted finish %s, deadline %s",
+                     job.proof_kind, basis, _rfc3339(finish) if finish else None,
+                     _rfc3339(job.deadline))
         if finish is None or finish <= job.deadline:
             return
         if policy == "reject":
-            raise DeadlineInfeasible(job.proof_kind, job.deadline, finish)
+            raise DeadlineInfeasible(job.proof_kind, job.deadline, finish, basis)
         job.admitted_at_risk = True
 
     def _deadline_passed(self, job: Job) -> None:
@@ -620,6 +634,8 @@ class Engine:
                 finish = self._predict_one(job, len(inputs))
                 if finish is not None:
                     attrs["cuzk.job.predicted_finish"] = _rfc3339(finish)
+                    attrs["cuzk.job.prediction"] = (
+                        "prior" if self.estimates.prior(job.proof_kind) else "measured")
         if links:
             attrs["cuzk.job.recovered"] = True
             attrs["cuzk.job.recovered_partitions"] = len(proven or {})
@@ -914,6 +930,7 @@ class Engine:
             backlog_gpu_seconds=MappingProxyType(
                 {p: backlog.get(p, 0.0) for p in PRIORITIES}),
             partition_retries=_frozen(self.counters.get("partition_retries")),
+            phase_estimates=MappingProxyType(self.estimates.sources()),
             nodes=nodes,
         )
 

@@ -33,7 +33,16 @@ from cuzk.engine.keys import PARTITION_CONSUMER, KeyResidency
 from cuzk.engine.leases import GpuWorker
 from cuzk.engine.memory import MemoryBudget, ReservationAborted
 from cuzk.engine.queues import WorkQueue
-from cuzk.engine.scheduling import ARRIVAL, DEADLINE, Order, OrderKey, order_key, outranks
+from cuzk.engine.scheduling import (
+    ARRIVAL,
+    DEADLINE,
+    RESERVED_SYNTHESIS_THREADS,
+    Order,
+    OrderKey,
+    order_key,
+    outranks,
+    takes_reserved,
+)
 from cuzk.engine.settings import EngineSettings
 from cuzk.engine.spans import SpanBook, traceparent_of
 
@@ -159,6 +168,8 @@ class Pipeline:
 
         for i in range(self.settings.synthesis_threads):
             spawn(f"cuzk-synth-{i}", self._synthesis_loop)
+        for i in range(RESERVED_SYNTHESIS_THREADS):  # critical and high work only, besides
+            spawn(f"cuzk-synth-reserved-{i}", self._synthesis_loop, True)
         for w in self.workers:
             spawn(f"cuzk-{w.id}", self._worker_loop, w)
         for i in range(self.settings.finalizer_threads):
@@ -314,8 +325,9 @@ class Pipeline:
 
     # ---- synthesis: memory, then witness and a/b/c -----------------------------------------
 
-    def _synthesis_loop(self) -> None:
-        while (p := self.pending.get()) is not None:
+    def _synthesis_loop(self, reserved: bool = False) -> None:
+        accept = takes_reserved if reserved else None
+        while (p := self.pending.get(accept=accept)) is not None:
             try:
                 self._synthesize(p)
             except BaseException as exc:  # a bug must not kill the pool silently

@@ -4,12 +4,19 @@
 each partition phase (``synthesizing`` without its memory wait, ``proving``, ``finalizing``;
 a median, so one stalled measurement does not move every prediction). It
 starts from the figures the journal kept from the last run, else from the kind's configured
-``phase_seconds``, else knows nothing: a kind without a figure is never predicted (no
-hard-coded constant stands in for a measurement).
+``phase_seconds``, else from the prover's prior (``ProverBackend.phase_prior``: the key's sizes
+at this machine's measured rates), else knows nothing: a kind without a figure is never
+predicted (no hard-coded constant stands in for a measurement). Every figure keeps its
+``source`` (``SOURCES``); anything but ``measured`` is a prior until the phase is measured in
+this process, and only measurements go to the journal for the next start. Once some kinds with
+a prior are measured, the priors of the others are scaled per phase by the median of measured
+over prior among those (what the prior's model leaves out, such as witness generation, or a
+calibration run on a busy machine, is then corrected from this machine's own proofs).
 
 ``predict`` plays the engine's queues forward from now: synthesis threads and GPU workers
-take the unfinished partitions in the scheduler's order (cuzk.engine.scheduling), each for its
-estimated duration less the time it has already spent in its current phase. It ignores memory
+take the unfinished partitions in the scheduler's order (cuzk.engine.scheduling; a reserved
+synthesis thread only critical and high work), each for its estimated duration less the time
+it has already spent in its current phase. It ignores memory
 waits and treats a kind without figures as taking no time, so it is optimistic under memory
 pressure; the benchmark prints its error against the measured finish.
 """
@@ -17,19 +24,30 @@ pressure; the benchmark prints its error against the measured finish.
 from __future__ import annotations
 
 import heapq
+import logging
 import math
 import statistics
 import threading
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
-from cuzk.protocol import PREDICTED_PHASES
+from cuzk.engine.backend import PhasePrior
+from cuzk.engine.scheduling import RESERVED_SYNTHESIS_THREADS, takes_reserved
+from cuzk.protocol import PREDICTED_PHASES, EstimateSource
 
-__all__ = ["PREDICTED_PHASES", "Item", "PhaseEstimates", "predict", "seed_from"]
+log = logging.getLogger(__name__)
+
+__all__ = ["PREDICTED_PHASES", "SOURCES", "Item", "PhaseEstimates", "Priors", "predict",
+           "seed_from"]
 WINDOW = 31
 """Measurements per (kind, phase) whose median is the estimate."""
+MEASURED, JOURNAL, CONFIGURED, PRIOR = "measured", "journal", "configured", "prior"
+SOURCES: tuple[str, ...] = get_args(EstimateSource)
+"""Where a figure came from: measured in this process; measured by the last run (the
+journal's); configured (``phase_seconds``); the prover's prior from the key's sizes."""
+assert SOURCES == (MEASURED, JOURNAL, CONFIGURED, PRIOR)
 
 
 class PhaseEstimates:
@@ -43,12 +61,23 @@ class PhaseEstimates:
         self._mean: dict[tuple[str, str], float] = {}  # the current estimate
         self._recent: dict[tuple[str, str], deque[float]] = {}
         self._count: dict[tuple[str, str], int] = {}
+        self._source: dict[tuple[str, str], str] = {}
+        self._raw_prior: dict[tuple[str, str], float] = {}  # the prover's, unscaled
+        self._scale: dict[str, float] = {}  # phase -> measured / prior, over measured kinds
 
-    def seed(self, kind: str, phase: str, seconds: float) -> None:
-        """A starting figure (configured, or the journal's); a measurement replaces it."""
+    def seed(self, kind: str, phase: str, seconds: float, source: str = CONFIGURED) -> None:
+        """A starting figure (``source``: the journal's, configured, or a prior); the first
+        seed of a (kind, phase) stays until a measurement replaces it."""
+        if source not in SOURCES or source == MEASURED:
+            raise ValueError(f"a seed's source is one of {SOURCES[1:]}, not {source!r}")
         if phase in PREDICTED_PHASES and math.isfinite(seconds) and seconds >= 0:
             with self._lock:
-                self._mean.setdefault((kind, phase), float(seconds))
+                if source == PRIOR:
+                    self._raw_prior[(kind, phase)] = float(seconds)
+                    seconds *= self._scale.get(phase, 1.0)
+                if (kind, phase) not in self._mean:
+                    self._mean[(kind, phase)] = float(seconds)
+                    self._source[(kind, phase)] = source
 
     def observe(self, kind: str, phase: str, seconds: float) -> None:
         """One measured phase; anything not a finite non-negative number is ignored."""
@@ -60,6 +89,21 @@ class PhaseEstimates:
             recent.append(float(seconds))  # the first measurement replaces a seed
             self._mean[key] = statistics.median_low(recent)  # a measured value
             self._count[key] = self._count.get(key, 0) + 1
+            self._source[key] = MEASURED
+            if key in self._raw_prior:
+                self._rescale(phase)
+
+    def _rescale(self, phase: str) -> None:
+        """Under the lock: the phase's scale from the kinds measured that had a prior, applied
+        to the kinds still on theirs."""
+        ratios = [self._mean[k] / raw for k, raw in self._raw_prior.items()
+                  if k[1] == phase and raw > 0 and self._source.get(k) == MEASURED]
+        if not ratios:
+            return
+        scale = self._scale[phase] = statistics.median_low(ratios)
+        for k, raw in self._raw_prior.items():
+            if k[1] == phase and self._source.get(k) == PRIOR:
+                self._mean[k] = raw * scale
 
     def get(self, kind: str, phase: str) -> float | None:
         with self._lock:
@@ -70,12 +114,28 @@ class PhaseEstimates:
         with self._lock:
             return all((kind, ph) in self._mean for ph in PREDICTED_PHASES)
 
+    def prior(self, kind: str) -> bool:
+        """Whether a prediction of the kind still rests on a figure not measured in this
+        process (the journal's, configured, or the prover's prior)."""
+        with self._lock:
+            return any(self._source.get((kind, ph)) != MEASURED for ph in PREDICTED_PHASES)
+
+    def sources(self) -> dict[str, dict[str, tuple[float, str]]]:
+        """kind -> phase -> (seconds, source): every figure and where it came from."""
+        out: dict[str, dict[str, tuple[float, str]]] = {}
+        with self._lock:
+            for (kind, phase), v in self._mean.items():
+                out.setdefault(kind, {})[phase] = (v, self._source[(kind, phase)])
+        return out
+
     def figures(self) -> dict[str, dict[str, float]]:
-        """kind -> phase -> seconds: what the journal keeps for the next start."""
+        """kind -> phase -> seconds measured here or by the last run: what the journal keeps
+        for the next start (a configured figure or a prior is not a measurement)."""
         out: dict[str, dict[str, float]] = {}
         with self._lock:
             for (kind, phase), v in self._mean.items():
-                out.setdefault(kind, {})[phase] = v
+                if self._source[(kind, phase)] in (MEASURED, JOURNAL):
+                    out.setdefault(kind, {})[phase] = v
         return out
 
     def measured(self, kind: str, phase: str) -> int:
@@ -121,7 +181,8 @@ def predict(
     unknown: set[str] = set()
     backlog: dict[str, float] = {}
     gpu_busy: list[float] = []  # when each worker holding a partition frees
-    synth_busy: list[float] = []
+    synth_busy: list[float] = []  # threads of any class
+    urgent_busy: list[float] = []  # critical/high: on the reserved thread(s) first
     to_synth: list[Item] = []
     ready: list[tuple[tuple[Any, ...], float, Item]] = []  # (key, ready time, item) for the GPU
 
@@ -142,7 +203,7 @@ def predict(
             add(it.priority, g)
         elif it.phase == "synthesizing":
             t = now + _left(s, it.elapsed)
-            synth_busy.append(t)
+            (urgent_busy if takes_reserved(it.key) else synth_busy).append(t)
             ready.append((it.key, t, it))
             add(it.priority, g)
         elif it.phase == "queued_gpu":
@@ -155,11 +216,17 @@ def predict(
             add(it.priority, left)
         elif it.phase == "finalizing":
             done(it, now + _left(f, it.elapsed))
-    synth = _slots(now, synth_busy, synthesis_threads)
+    n_reserved = RESERVED_SYNTHESIS_THREADS  # besides the ``synthesis_threads`` of any class
+    urgent_busy.sort()
+    reserved = _slots(now, urgent_busy[:n_reserved], n_reserved) if n_reserved else []
+    synth = _slots(now, synth_busy + urgent_busy[n_reserved:], synthesis_threads)
     for it in to_synth:  # already in scheduler order
         s = (durations(it.kind) or (0.0, 0.0, 0.0))[0]
-        start = heapq.heappop(synth)
-        heapq.heappush(synth, start + s)
+        pool = synth
+        if reserved and takes_reserved(it.key) and reserved[0] <= synth[0]:
+            pool = reserved  # the reserved thread is free no later
+        start = heapq.heappop(pool)
+        heapq.heappush(pool, start + s)
         ready.append((it.key, start + s, it))
     gpu = _slots(now, gpu_busy, gpu_workers)
     for _key, t, it in sorted(ready, key=lambda r: r[0]):
@@ -186,11 +253,52 @@ def _slots(now: float, busy: list[float], n: int) -> list[float]:
     return heap
 
 
-def seed_from(estimates: PhaseEstimates, table: Mapping[str, Mapping[str, float]]) -> None:
-    """Seed every (kind, phase) figure of ``table`` (the journal's, or configured)."""
+def seed_from(estimates: PhaseEstimates, table: Mapping[str, Mapping[str, float]],
+              source: str = JOURNAL) -> None:
+    """Seed every (kind, phase) figure of ``table`` (the journal's, by default)."""
     for kind, phases in table.items():
         for phase, seconds in phases.items():
             try:
-                estimates.seed(kind, phase, float(seconds))
+                estimates.seed(kind, phase, float(seconds), source)
             except (TypeError, ValueError):
                 continue
+
+
+class Priors:
+    """Asks the prover once per kind for its prior (``ProverBackend.phase_prior``) and seeds
+    the estimates with it, below the journal's and the configured figures: the first job of a
+    kind never measured is admitted (or refused) on a prediction, not blind. Thread-safe; a
+    second caller for the same kind waits for the first's answer."""
+
+    def __init__(self, estimates: PhaseEstimates,
+                 ask: Callable[[str], PhasePrior | None]) -> None:
+        self._estimates = estimates
+        self._ask = ask
+        self._lock = threading.Lock()
+        self._done: dict[str, str | None] = {}  # kind -> basis (None: the prover had none)
+
+    def ensure(self, kind: str) -> None:
+        with self._lock:
+            if kind in self._done:
+                return
+            basis: str | None = None
+            if self._estimates.known(kind):  # the journal's or configured figures cover it
+                self._done[kind] = None
+                return
+            try:
+                prior = self._ask(kind)
+            except Exception as e:  # a missing file says so at load; no prior meanwhile
+                log.warning("no prior phase durations for %s: %s", kind, e)
+                prior = None
+            if prior is not None:
+                basis = prior.basis
+                for phase, seconds in prior.seconds.items():
+                    self._estimates.seed(kind, phase, seconds, PRIOR)
+                log.info("%s: prior phase seconds %s (%s)", kind,
+                         {ph: round(v, 4) for ph, v in prior.seconds.items()}, basis)
+            self._done[kind] = basis
+
+    def basis(self, kind: str) -> str | None:
+        """How the kind's prior was worked out (None: it has none)."""
+        with self._lock:
+            return self._done.get(kind)

@@ -24,6 +24,8 @@ class WorkQueue(Generic[T]):
         self._alive = 0
         self._seq = itertools.count()
         self._closed = False
+        # The accept filters of reserved consumers waiting in get (cuzk.engine.scheduling).
+        self._reserved_waiting: list[Callable[[tuple[Any, ...]], bool]] = []
         self._paused = False
         self._nonempty_since: float | None = None
         self.intervals: list[tuple[float, float]] | None = [] if record_intervals else None
@@ -36,27 +38,40 @@ class WorkQueue(Generic[T]):
             self._alive += 1
             if self._alive == 1 and self.intervals is not None:
                 self._nonempty_since = time.monotonic()
-            self._cond.notify()
+            self._cond.notify_all()  # a consumer that does not accept it must not swallow it
 
-    def get(self, timeout: float | None = None) -> T | None:
-        """Next item in priority order; None when closed (or on timeout). Waits while paused."""
+    def get(self, timeout: float | None = None,
+            accept: Callable[[tuple[Any, ...]], bool] | None = None) -> T | None:
+        """Next item in priority order; None when closed (or on timeout). Waits while paused.
+        ``accept``: take the next item only when its key passes (a consumer reserved for some
+        classes); otherwise wait as if the queue were empty. A consumer without one leaves an
+        item to a reserved consumer that is waiting and accepts it, so reserved work does not
+        take the thread the other classes need."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
-            while True:
-                if self._closed:
-                    return None
-                if not self._paused and self._alive:
-                    while True:
-                        entry = heapq.heappop(self._heap)
-                        if entry[3]:
-                            break
-                    self._took_one()
-                    item: T = entry[2]
-                    return item
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return None
-                self._cond.wait(remaining)
+            if accept is not None:
+                self._reserved_waiting.append(accept)
+            try:
+                while True:
+                    if self._closed:
+                        return None
+                    while self._heap and not self._heap[0][3]:
+                        heapq.heappop(self._heap)
+                    if not self._paused and self._alive:
+                        key = self._heap[0][0]
+                        if accept(key) if accept is not None else not any(
+                                f(key) for f in self._reserved_waiting):
+                            entry = heapq.heappop(self._heap)
+                            self._took_one()
+                            item: T = entry[2]
+                            return item
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        return None
+                    self._cond.wait(remaining)
+            finally:
+                if accept is not None:
+                    self._reserved_waiting.remove(accept)
 
     def _took_one(self) -> None:
         self._alive -= 1
@@ -65,7 +80,7 @@ class WorkQueue(Generic[T]):
                 self.intervals.append((self._nonempty_since, time.monotonic()))
             self._nonempty_since = None
         if self._alive and not self._paused:
-            self._cond.notify()  # keep the hand-off chain going for other consumers
+            self._cond.notify_all()  # keep the hand-off chain going for other consumers
 
     def remove_where(self, pred: Callable[[T], bool]) -> list[T]:
         """Withdraw matching items; the caller now owns them."""

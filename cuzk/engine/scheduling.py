@@ -9,6 +9,13 @@ head that reuses the engine's scheduler (the cluster head) orders the same way:
   holds only deadlines that can be met: those go first but finish);
 - ties: arrival, then partition index.
 
+Synthesis threads are given by class: besides the configured ``synthesis_threads``, which take
+any class in this order, ``RESERVED_SYNTHESIS_THREADS`` more take only the critical and high
+classes, so a winning-post never waits for a thread that porep-c2 partitions hold for seconds
+(a synthesis cannot be stopped half way). Added, not taken from the configured ones: the other
+classes keep every thread they had (in a cluster head each is a CPU worker's dispatch slot),
+and the CPU is oversubscribed only while critical or high work synthesizes.
+
 ``ARRIVAL`` is the order cuzk used before deadlines (priority, then arrival): kept so the
 benchmark can compare the two in one process.
 """
@@ -26,6 +33,19 @@ DEADLINE: Order = "deadline"
 ARRIVAL: Order = "arrival"
 
 OrderKey = tuple[int, float, int, int]
+RESERVED_CLASSES: tuple[str, ...] = ("critical", "high")
+"""The classes a reserved synthesis thread takes."""
+_RESERVED_RANK = max(PRIORITY_RANK[p] for p in RESERVED_CLASSES)
+
+
+RESERVED_SYNTHESIS_THREADS = 1
+"""Synthesis threads beyond ``synthesis_threads`` that take only the reserved classes."""
+
+
+def takes_reserved(key: tuple[object, ...]) -> bool:
+    """Whether work of this order key may run on a reserved synthesis thread."""
+    rank = key[0]
+    return isinstance(rank, int) and rank <= _RESERVED_RANK
 
 
 def order_key(

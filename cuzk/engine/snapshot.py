@@ -298,6 +298,8 @@ class EngineSnapshot:
     backlog_gpu_seconds: Mapping[str, float] = field(default_factory=dict)
     # Submit bodies the request parse reserve refused, by reason (busy, too_large).
     request_parse_refused: Mapping[str, int] = field(default_factory=dict)
+    # proof_kind -> phase -> (seconds, source): the figures predictions use (predict.SOURCES).
+    phase_estimates: Mapping[str, Mapping[str, tuple[float, str]]] = field(default_factory=dict)
 
     def min_slack_s(self) -> dict[str, float]:
         """Least slack among unfinished jobs with a predicted deadline, by priority; a
@@ -348,6 +350,10 @@ class EngineSnapshot:
                     for (phase, reason), n in sorted(self.partition_retries.items())},
             },
             "backlog_gpu_seconds": {p: round(v, 6) for p, v in self.backlog_gpu_seconds.items()},
+            "phase_estimates": {
+                kind: {ph: {"seconds": round(v, 6), "source": src}  # type: ignore[typeddict-item]
+                       for ph, (v, src) in phases.items()}
+                for kind, phases in sorted(self.phase_estimates.items())},
             "nodes": [n.to_wire() for n in self.nodes],
         }
 

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cuzk.engine.backend import KeyHandle, PartitionMemory, ProofResult
+from cuzk.engine.backend import KeyHandle, PartitionMemory, PhasePrior, ProofResult
 from cuzk.engine.settings import EngineSettings, ProofKindSettings
 from cuzk.errors import UnknownProofKind
 
@@ -128,6 +128,9 @@ class RealProver:
         self._parsed_vks: dict[str, tuple[tuple[str, int, int], Any]] = {}
         self._input_elements: dict[str, int] = {}
         self._check_bytes: dict[str, tuple[tuple[str, int, int], int]] = {}
+        from cuzk.prover.priors import Calibration
+
+        self._calibration = Calibration()
 
     def lanes_per_device(self) -> dict[str, int]:
         """Lanes (one per GPU worker) on each CUDA device; empty on the CPU backend."""
@@ -367,6 +370,22 @@ class RealProver:
         arrays = dict(zip(G1_SECTIONS, (zk.a, zk.b1, zk.c, zk.h), strict=True))
         return key_device_bytes(zk.domain_size, {s: int(a.shape[0]) for s, a in arrays.items()},
                                 {s: present_rows(a) for s, a in arrays.items()})
+
+    def phase_prior(self, proof_kind: str) -> PhasePrior | None:
+        """The kind's phases from its key's layout (no key built or generated) at the rates a
+        one-off calibration measured on this machine (``cuzk.prover.priors``); None on a CUDA
+        device, whose kernels the calibration does not time."""
+        if self.name != "cpu":
+            return None
+        from cuzk.prover.priors import phase_seconds
+
+        sizes = self.key_layout(proof_kind).sizes
+        rates = self._calibration.rates()
+        return PhasePrior(
+            phase_seconds(sizes, rates),
+            f"domain 2^{sizes.log_domain}, {sizes.n_coefficients} coefficients at the CPU "
+            f"kernel rates calibrated at start ({rates.threads} threads, witness generation "
+            "not included)")
 
     def partition_memory_hint(self, proof_kind: str) -> PartitionMemory | None:
         """What a partition will reserve, from the key's layout (no key built or generated):

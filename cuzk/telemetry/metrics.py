@@ -228,7 +228,8 @@ def _deadline_families(s: EngineSnapshot | None) -> Iterator[Metric]:
         "Seconds until the nearest deadline among unfinished jobs; absent when there is none")
     backlog = GaugeMetricFamily(
         "cuzk_backlog_gpu_seconds",
-        "Predicted GPU-seconds of queued and running work (kinds with a known duration)",
+        "Predicted GPU-seconds of queued and running work (every kind with a figure: measured, "
+        "or its prior before it is measured)",
         labels=["priority"])
     if s is not None:
         for kind, n in sorted(s.deadlines_missed.items()):

@@ -722,13 +722,15 @@ def deadline_alerts() -> list[Rule]:
         alert("CuzkDeadlineAtRisk",
               f"min by ({BY}, priority) (cuzk_queue_min_slack_seconds{{{J}}}) < 0",
               "The engine predicts that an unfinished job will finish after its deadline: the "
-              "least slack of its priority class is negative.",
+              "least slack of its priority class is negative. A kind never proven here is "
+              "predicted from its prior (key sizes at the calibrated rates), so the first "
+              "jobs of a kind are covered too.",
               for_="1m", severity="warning", dashboard=pipe,
               summary="A {{ $labels.priority }} job on {{ $labels.instance }} is predicted to "
               "miss its deadline",
               description="The least slack among unfinished {{ $labels.priority }} jobs with a "
               "deadline on {{ $labels.instance }} has been below zero for 1 minute "
-              "({{ $value | humanizeDuration }}): at the measured pace a deadline will be "
+              "({{ $value | humanizeDuration }}): at the predicted pace a deadline will be "
               "missed."),
         alert("CuzkDeadlineMissed",
               f"sum by ({BY}, proof_kind) "

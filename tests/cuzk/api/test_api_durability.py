@@ -34,7 +34,7 @@ def served(tmp_path: Path) -> Iterator[tuple[TestClient, Any, ScriptedProver]]:
 
 
 TAGS = {"a": "1", "b": "2", "x": "3", "inflight": "4", "blocker": "5", "queued": "6",
-        "late": "7"}
+        "late": "7", "blocker-n": "8"}
 
 
 def body(tag: str, kind: str = "window-post", **extra: Any) -> dict[str, Any]:
@@ -85,9 +85,15 @@ def test_drain_answers_503_with_retry_after_and_long_polls_in_json(served) -> No
     gate = prover.hold("gpu", TAGS["inflight"])
     inflight = client.post("/v1/proofs", json=body("inflight")).json()
     assert gate.wait_entered()
-    blocker = prover.hold("synthesize", TAGS["blocker"])  # keeps the one synthesis thread busy
+    # Keep both synthesis threads busy: the one reserved for critical and high work (the high
+    # blocker; cuzk.engine.scheduling) and the configured one (a normal blocker).
+    assert wait_until(lambda: engine.pipeline.pending._reserved_waiting)
+    blocker = prover.hold("synthesize", TAGS["blocker"])
     client.post("/v1/proofs", json=body("blocker"))
     assert blocker.wait_entered()
+    blocker_n = prover.hold("synthesize", TAGS["blocker-n"])
+    client.post("/v1/proofs", json=body("blocker-n", priority="normal"))
+    assert blocker_n.wait_entered()
     queued = client.post("/v1/proofs", json=body("queued", kind="winning-post")).json()
     answers: dict[str, Any] = {}
 
@@ -109,6 +115,7 @@ def test_drain_answers_503_with_retry_after_and_long_polls_in_json(served) -> No
     assert "shutting down" in late.json()["error"]
     gate.release()
     blocker.release()
+    blocker_n.release()
     drain.join(10)
     for t in polls:
         t.join(10)

@@ -78,9 +78,15 @@ def test_only_unfinished_partitions_are_proven_again(path: Path) -> None:
 
 def test_recovered_jobs_queue_again_in_priority_order(path: Path) -> None:
     engine, prover, _ = start(path, synthesis_threads=1)
+    # Both threads held: the high blocker on the one reserved for critical and high work
+    # (cuzk.engine.scheduling), a normal one on the configured thread.
+    assert wait_until(lambda: engine.pipeline.pending._reserved_waiting)
     hold = prover.hold("synthesize", "blocker")
+    hold_n = prover.hold("synthesize", "blocker-n")
     engine.submit("window-post", [{"tag": "blocker"}])
     assert hold.wait_entered()
+    engine.submit("window-post", [{"tag": "blocker-n"}], priority="normal")
+    assert hold_n.wait_entered()
     for tag, kind, prio in [("low", "window-post", "low"), ("n", "porep-c2", "normal"),
                             ("high", "window-post", "high"), ("crit", "winning-post", None)]:
         inputs = [{"tag": tag}] * (3 if kind == "porep-c2" else 1)
@@ -94,9 +100,12 @@ def test_recovered_jobs_queue_again_in_priority_order(path: Path) -> None:
         for t in tags(prover2, "synthesize"):
             if not order or order[-1] != t:
                 order.append(t)
-        assert order == ["crit", "blocker", "high", "n", "low"]  # blocker: high, earlier
+        # crit and blocker start at once, on the two threads (blocker: high, earlier).
+        assert set(order[:2]) == {"crit", "blocker"}, order
+        assert order[2:] == ["high", "blocker-n", "n", "low"], order
     finally:
         hold.release()
+        hold_n.release()
         again.shutdown(5)
 
 
@@ -276,6 +285,10 @@ def test_drain_finishes_work_in_flight_and_parks_the_rest_for_the_next_start(
     assert on_gpu.wait_entered()
     synthesizing = engine.submit("window-post", [{"tag": "syn"}])
     assert in_synthesis.wait_entered()
+    # The configured thread busy too (the high "syn" is on the reserved one).
+    in_synthesis_n = prover.hold("synthesize", "syn-n")
+    synthesizing_n = engine.submit("window-post", [{"tag": "syn-n"}], priority="normal")
+    assert in_synthesis_n.wait_entered()
     queued = [engine.submit("winning-post", [{"tag": f"q{i}"}]) for i in range(3)]
     import threading
 
@@ -290,9 +303,10 @@ def test_drain_finishes_work_in_flight_and_parks_the_rest_for_the_next_start(
     assert not engine.drained.is_set()
     on_gpu.release()
     in_synthesis.release()
+    in_synthesis_n.release()
     t.join(10)
     assert result == [True] and engine.drained.is_set()
-    assert (inflight.state, synthesizing.state) == ("succeeded", "succeeded")
+    assert (inflight.state, synthesizing.state, synthesizing_n.state) == ("succeeded",) * 3
     assert [j.state for j in queued] == ["queued"] * 3
     engine.shutdown(5)
     assert engine.journal.closed

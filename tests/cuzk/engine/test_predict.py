@@ -87,3 +87,19 @@ def test_predictions_are_never_before_now_and_backlog_never_negative(parts, work
     finish, backlog = predict(50.0, items, est, workers, threads)
     assert all(t is not None and t >= 50.0 for t in finish.values())
     assert all(v >= 0 for v in backlog.values())
+
+
+def test_priors_of_unmeasured_kinds_scale_by_what_measured_kinds_took_against_theirs():
+    est = PhaseEstimates()
+    for kind, g in (("small", 1.0), ("mid", 2.0), ("big", 10.0)):
+        est.seed(kind, "proving", g, "prior")
+    est.seed("cfg", "proving", 3.0)  # configured: never scaled
+    est.observe("small", "proving", 2.5)  # 2.5 x its prior
+    assert est.get("big", "proving") == 25.0 and est.get("mid", "proving") == 5.0
+    assert est.sources()["big"]["proving"] == (25.0, "prior")  # still a prior, scaled
+    assert est.get("cfg", "proving") == 3.0
+    assert est.get("big", "synthesizing") is None  # per phase
+    est.observe("mid", "proving", 3.0)  # 1.5 x: the lower middle of (1.5, 2.5)
+    assert est.get("big", "proving") == 15.0
+    est.seed("late", "proving", 4.0, "prior")  # a prior asked for later is scaled too
+    assert est.get("late", "proving") == 6.0

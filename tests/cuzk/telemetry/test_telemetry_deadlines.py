@@ -60,3 +60,25 @@ def test_the_margin_histogram_observes_only_deadlines_met():
         assert count[(("proof_kind", "late"),)] == 1
         assert 0 < total[(("proof_kind", "late"),)] <= 60
         assert samples(engine, "cuzk_job_deadline_missed_total")[(("proof_kind", "late"),)] == 1
+
+
+def test_the_backlog_counts_a_kind_without_history_from_its_prior():
+    """A fresh engine (nothing measured, configured or journaled): queued porep-c2 work counts
+    in the backlog at its prior's GPU seconds, not as zero."""
+    from cuzk.simulated_prover import ScriptedKind, ScriptedProver
+
+    prior = {"synthesizing": 0.5, "proving": 7.0, "finalizing": 0.25}
+    prover = ScriptedProver({"porep-c2": ScriptedKind(prior=prior)})
+    engine, prover, _ = make_test_engine({"porep-c2": (3, "normal")}, prover,
+                                         gpu_workers_per_device=1)
+    with engine:
+        engine.pause_workers()
+        job = engine.submit("porep-c2", [{"tag": f"p{i}"} for i in range(3)])
+        assert wait_until(lambda: len(engine.pipeline.gpu_queue) == 3)
+        backlog = samples(engine, "cuzk_backlog_gpu_seconds")
+        assert backlog[(("priority", "normal"),)] == 3 * 7.0
+        assert engine.status()["backlog_gpu_seconds"]["normal"] == 3 * 7.0
+        engine.resume_workers()
+        assert engine.wait(job.id, 10).state == "succeeded"
+        assert wait_until(engine.quiescent)
+        assert samples(engine, "cuzk_backlog_gpu_seconds")[(("priority", "normal"),)] == 0.0
