@@ -201,8 +201,9 @@ def predict(
         if it.phase in ("queued_synthesis", "waiting_memory"):
             to_synth.append(it)
             add(it.priority, g)
-        elif it.phase == "synthesizing":
-            t = now + _left(s, it.elapsed)
+        elif it.phase in ("synthesizing", "loading_key"):
+            # loading_key: memory granted, its key loading; the whole synthesis is still ahead
+            t = now + (s if it.phase == "loading_key" else _left(s, it.elapsed))
             (urgent_busy if takes_reserved(it.key) else synth_busy).append(t)
             ready.append((it.key, t, it))
             add(it.priority, g)

@@ -66,6 +66,23 @@ def test_running_partition_counts_only_what_is_left():
     assert backlog["high"] == pytest.approx(2.5)
 
 
+def test_every_phase_a_partition_can_be_in_is_predicted_and_counted():
+    """A partition in any unsettled phase (``loading_key`` included: its key loads on another
+    thread) has a finish and its GPU seconds in the backlog; none vanishes from the forecast."""
+    from cuzk.protocol import ACTIVE_PHASES
+
+    est = known(1.0, 2.0, 0.5)
+    for phase in ACTIVE_PHASES:
+        items = [Item("j", "k", "high", (1, math.inf, 0, 0), phase, elapsed=0.0)]
+        finish, backlog = predict(0.0, items, est, gpu_workers=1, synthesis_threads=1)
+        assert "j" in finish, phase
+        if phase != "finalizing":
+            assert backlog.get("high", 0.0) > 0, phase
+    items = [Item("j", "k", "high", (1, math.inf, 0, 0), "loading_key", elapsed=9.0)]
+    finish, _ = predict(0.0, items, est, gpu_workers=1, synthesis_threads=1)
+    assert finish["j"] == pytest.approx(3.5)  # its whole synthesis is still ahead
+
+
 def test_an_unknown_kind_is_not_predicted():
     est = known(1.0, 2.0, 0.5)
     finish, _ = predict(0.0, [Item("x", "other", "low", (3, math.inf, 0, 0), "queued_gpu")],

@@ -29,11 +29,15 @@ def test_min_slack_is_absent_when_idle_and_read_from_the_queue():
         busy = engine.submit("bg", [{"tag": "b"}])
         assert gate.wait_entered()
         assert samples(engine, "cuzk_queue_min_slack_seconds") == {}  # no deadline queued
-        job = engine.submit("wp", [{"tag": "w"}], deadline=time.time() + 0.5)
+        # 2 s of GPU predicted, 1.5 s left: late from the start, read before the deadline
+        # passes (then the job is cancelled); the reads take milliseconds of that 1.5 s
+        job = engine.submit("wp", [{"tag": "w"}], deadline=time.time() + 1.5)
         slack = samples(engine, "cuzk_queue_min_slack_seconds")
+        backlog = samples(engine, "cuzk_backlog_gpu_seconds")
+        assert not job.terminal, "the reads took longer than the deadline: nothing was read"
         assert list(slack) == [(("priority", "high"),)]
-        assert slack[(("priority", "high"),)] < 0  # 2 s of GPU predicted, 0.5 s left
-        assert samples(engine, "cuzk_backlog_gpu_seconds")[(("priority", "high"),)] == 2.0
+        assert slack[(("priority", "high"),)] < 0
+        assert backlog[(("priority", "high"),)] == 2.0
         assert wait_until(lambda: job.terminal, 10)
         gate.release()
         engine.wait(busy.id, 10)
