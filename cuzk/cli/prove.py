@@ -2,6 +2,9 @@
 
 The arguments are checked completely (files exist, inputs parse, the backend is usable) before
 any long work: generating a development key, loading the key, computing the witness.
+
+A zkey and a witness alone are enough (the zkey holds the A and B coefficients, C is a*b), so
+rapidsnark's call works as it is: ``cuzk prove CIRCUIT.zkey WITNESS.wtns PROOF.json PUBLIC.json``.
 """
 
 from __future__ import annotations
@@ -14,12 +17,16 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from cuzk.cli._local import UsageError, add_circuit_args, pick, zkey_for
-from cuzk.cli._output import check_output_dir, write_text
-from cuzk.errors import CuzkError
+from cuzk.cli._output import check_output_dir, check_output_file, write_text
+from cuzk.errors import CuzkError, FormatError
+from cuzk.files import not_a_file
 
 if TYPE_CHECKING:
     from cuzk.config import ProverConfig
+    from cuzk.prover.keys import ProvingKey
 
 BACKENDS = ("auto", "cpu", "cuda")
 
@@ -30,9 +37,19 @@ def register(subparsers: Any) -> None:
         help="prove one partition locally and write proof.json / public.json",
         description="Prove one partition without a server: a proof kind (bundled, or from"
         " --config), or a circuit given as --r1cs with --wasm. The witness is computed from"
-        " --input, or read from --wtns (made by any generator: snarkjs, circom's C++ one).",
+        " --input, or read from --wtns (made by any generator: snarkjs, circom's C++ one)."
+        " A zkey and a witness alone also prove (--zkey with --wtns, no --r1cs: the key holds"
+        " the constraints' coefficients), and so does rapidsnark's call as it is:"
+        " `cuzk prove CIRCUIT.zkey WITNESS.wtns PROOF.json PUBLIC.json`.",
     )
     add_circuit_args(p)
+    p.add_argument(
+        "files",
+        nargs="*",
+        metavar="FILE",
+        help="rapidsnark's order, after CIRCUIT.zkey in KIND's place: WITNESS.wtns PROOF.json"
+        " PUBLIC.json",
+    )
     src = p.add_mutually_exclusive_group()
     src.add_argument(
         "--input", type=Path, help="input JSON (default: the proof kind's sample input)"
@@ -48,7 +65,8 @@ def register(subparsers: Any) -> None:
         " (default: %(default)s)",
     )
     p.add_argument(
-        "--out", type=Path, default=Path("."), help="directory for proof.json and public.json"
+        "--out", type=Path, default=None,
+        help="directory for proof.json and public.json (default: the current directory)",
     )
     p.add_argument(
         "-v",
@@ -109,6 +127,60 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
 
+RAPIDSNARK_FORM = "cuzk prove CIRCUIT.zkey WITNESS.wtns PROOF.json PUBLIC.json"
+
+
+def _outputs(args: argparse.Namespace) -> tuple[Path, Path]:
+    """Where proof.json and public.json go. Rapidsnark's positional form is turned into
+    ``--zkey``/``--wtns`` here (KIND is then the zkey); any option it would clash with is
+    refused rather than silently ignored."""
+    rapid = bool(args.files) or (args.kind is not None and args.kind.endswith(".zkey"))
+    if not rapid:
+        out = args.out or Path(".")
+        check_output_dir(out, "--out")
+        return out / "proof.json", out / "public.json"
+    if not args.kind.endswith(".zkey") and not Path(args.kind).is_file():
+        raise UsageError(
+            f"unexpected argument {args.files[0]} after proof kind {args.kind}"
+            f" (rapidsnark's order is {RAPIDSNARK_FORM})"
+        )
+    if len(args.files) != 3:
+        given = " ".join([args.kind, *args.files])
+        raise UsageError(f"{given}: expected four files in rapidsnark's order: {RAPIDSNARK_FORM}")
+    for flag in ("zkey", "wtns", "input", "wasm", "out"):
+        if getattr(args, flag) is not None:
+            raise UsageError(
+                f"--{flag} does not go with rapidsnark's form ({RAPIDSNARK_FORM}): the four"
+                " files name the key, the witness and both outputs"
+            )
+    args.zkey, args.wtns, args.kind = Path(args.kind), Path(args.files[0]), None
+    args.labels = {"zkey": "CIRCUIT.zkey", "wtns": "WITNESS.wtns"}
+    proof, public = Path(args.files[1]), Path(args.files[2])
+    check_output_file(proof, "PROOF.json")
+    check_output_file(public, "PUBLIC.json")
+    return proof, public
+
+
+def _key_only(args: argparse.Namespace) -> bool:
+    """A zkey and a witness, no circuit: prove from the key's coefficients alone."""
+    return args.r1cs is None and args.kind is None and args.zkey is not None and (
+        args.wtns is not None)
+
+
+def _check_witness_against_key(witness, key: ProvingKey, wtns: Path) -> np.ndarray:
+    """Curve and length of a .wtns against the zkey it is proven with (no r1cs to ask)."""
+    if witness.curve is not key.curve:
+        raise FormatError(
+            wtns, f"is a {witness.curve.name} witness, {key.path} a {key.curve.name} key")
+    if len(witness) != key.sizes.n_vars:
+        raise FormatError(
+            wtns,
+            f"has {len(witness)} signals, {key.path} needs {key.sizes.n_vars}: a witness of"
+            " another circuit",
+        )
+    return np.ascontiguousarray(witness.values, dtype=np.uint32)
+
+
 def _run(args: argparse.Namespace) -> int:
     from cuzk.formats.wtns import read_wtns
     from cuzk.prover import native_msm, qap
@@ -120,17 +192,22 @@ def _run(args: argparse.Namespace) -> int:
     startup_s = _process_age_s()
     t_read = time.perf_counter()
     # 1. Everything about the arguments, cheap and before anything long.
-    c = pick(args, need_wasm=args.wtns is None)
-    check_output_dir(args.out, "--out")
+    proof_path, public_path = _outputs(args)
+    key_only = _key_only(args)
+    c = None if key_only else pick(args, need_wasm=args.wtns is None)
+    labels = getattr(args, "labels", {"zkey": "--zkey", "wtns": "--wtns"})
+    for flag in ("zkey", "wtns") if key_only else ("wtns",) if args.wtns else ():
+        problem = not_a_file(getattr(args, flag))
+        if problem:
+            raise UsageError(f"{labels[flag]} {getattr(args, flag)}: {problem}")
     prover_config = _prover_config(args)
     native_msm.configure(prover_config.field_arith)
     inputs: dict = {}
     witness_file = None
     if args.wtns is not None:
-        if not args.wtns.is_file():
-            raise UsageError(f"--wtns {args.wtns}: no such file")
         witness_file = read_wtns(args.wtns)
     else:
+        assert c is not None
         input_path = args.input or c.sample_input
         if input_path is None:
             raise UsageError(f"--input FILE (or --wtns FILE) is required: {c.name} has no sample")
@@ -143,14 +220,19 @@ def _run(args: argparse.Namespace) -> int:
         if not isinstance(inputs, dict):
             raise UsageError(f"{input_path}: expected one JSON object of signal names to values")
     backend = _backend(args.backend)
-    # A ready witness needs only the r1cs's header before proving: its terms are read if the
-    # proof fails its self-check, to say whether the key or the witness is at fault.
-    circuit = Circuit.load(c.r1cs, c.wasm if args.wtns is None else None, c.name,
-                           constraints=args.wtns is None)
-    witness = None if witness_file is None else circuit.check_witness(witness_file, args.wtns)
+    circuit = witness = None
+    if c is not None:
+        # A ready witness needs only the r1cs's header before proving: its terms are read if
+        # the proof fails its self-check, to say whether the key or the witness is at fault.
+        circuit = Circuit.load(c.r1cs, c.wasm if args.wtns is None else None, c.name,
+                               constraints=args.wtns is None)
+        if witness_file is not None:
+            witness = circuit.check_witness(witness_file, args.wtns)
 
     # 2. The long work: a development key if none is given, loading and checking the key.
-    if c.zkey is not None:
+    if c is None:
+        zkey = args.zkey
+    elif c.zkey is not None:
         zkey = c.zkey
     else:
         from cuzk.cli._progress import stage_progress
@@ -167,7 +249,10 @@ def _run(args: argparse.Namespace) -> int:
     tables = backend.name == "cpu" and native_msm.tables_wanted(
         prover_config.msm_precompute, 0, None)
     key = ProvingKey.load(zkey, tables=tables)  # point sections memory-mapped, checked in place
-    if witness is None:
+    if circuit is None:
+        assert witness_file is not None
+        witness = _check_witness_against_key(witness_file, key, args.wtns)
+    elif witness is None:
         circuit.check_key(key)
     else:
         circuit.check_key_sizes(key)  # coefficients: only if the proof fails (prove_timed)
@@ -183,18 +268,21 @@ def _run(args: argparse.Namespace) -> int:
                f"off (msm_precompute={prover_config.msm_precompute})"),
             file=sys.stderr,
         )
-    proof, times = prove_timed(key, circuit, inputs, backend, witness=witness, check_first=False)
+    proof, times = prove_timed(key, circuit, inputs, backend, witness=witness, check_first=False,
+                               source=None if args.wtns is None else str(args.wtns))
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_text(args.out / "proof.json", json.dumps(proof.proof, indent=1) + "\n", "--out")
-    write_text(args.out / "public.json", json.dumps(proof.public, indent=1) + "\n", "--out")
+    for path, body, what in ((proof_path, proof.proof, "proof"),
+                             (public_path, proof.public, "public signals")):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text(path, json.dumps(body, indent=1) + "\n", what)
+    name = c.name if c is not None else Path(zkey).stem
     startup = "n/a" if startup_s is None else f"{startup_s * 1e3:.0f}ms"
     print(
-        f"{c.name}: proof verified={proof.verified} backend={backend.name} "
+        f"{name}: proof verified={proof.verified} backend={backend.name} "
         f"field_arith={native_msm.arith_path() if backend.name == 'cpu' else 'n/a'} "
         f"startup={startup} read={read_s * 1e3:.0f}ms key_load={load_s * 1e3:.0f}ms "
         f"synthesize={times.synthesize_s * 1e3:.0f}ms "
         f"gpu_phase={times.gpu_phase_s * 1e3:.0f}ms finalize={times.finalize_s * 1e3:.0f}ms "
-        f"-> {args.out / 'proof.json'}"
+        f"-> {proof_path}"
     )
     return 0

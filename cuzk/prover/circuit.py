@@ -152,17 +152,31 @@ class Circuit:
                 key.path, f"is not a key for circuit {self.name}: " + "; ".join(problems)
             )
 
-    def check_satisfied(self, witness: np.ndarray, c_evals: np.ndarray) -> None:
-        """Every constraint a*b = c holds; else name the first one that does not.
+    def check_satisfied(
+        self, witness: np.ndarray, c_evals: np.ndarray, from_generator: bool = True
+    ) -> None:
+        """Every constraint a*b = c holds; else name the first one that does not, and the
+        likely cause: a circom witness generator checks its own constraints as it computes, so
+        a witness it made that breaks the r1cs's means the two are of different circuits (one
+        recompiled, or another circuit of the same shape).
 
         ``c_evals`` is synthesize's a*b (Montgomery); C*w is computed from the r1cs's C terms.
+        ``from_generator``: the witness came from this circuit's wasm (else from a .wtns).
         """
         n = self.r1cs.n_constraints
         domain = c_evals.shape[0]
         cw, _, _ = qap.build_abc(*self._c_terms, witness, domain)
         bad = np.flatnonzero((cw[:n] != c_evals[:n]).any(axis=1))
         if bad.size:
+            wasm = getattr(self.calculator, "path", None)
+            cause = (
+                f"the wasm {wasm} and the r1cs {self.r1cs.path} may not be of the same circuit"
+                " (check them with `cuzk circuit check --input`)"
+                if from_generator and wasm is not None
+                else f"the witness may be of another circuit than {self.r1cs.path}, or its"
+                " generator and that r1cs may not match"
+            )
             raise WitnessError(
                 f"witness of {self.name} does not satisfy constraint {int(bad[0])} "
-                f"({bad.size} of {n} constraints fail)"
+                f"({bad.size} of {n} constraints fail): {cause}"
             )

@@ -7,37 +7,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from cuzk.cli.main import build_parser, main
+from tests.cuzk.cli._subprocess import cuzk as _cuzk
+from tests.cuzk.cli._subprocess import said as _said
 from tests.cuzk.prover.test_prover_keycheck import R1CS, ZKEY
-
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def _cuzk(tmp_path: Path, *args: str, stdout: int | None = subprocess.PIPE,
-          **env: str) -> subprocess.CompletedProcess[str]:
-    """``cuzk ARGS`` in a fresh process whose home and caches are under ``tmp_path``."""
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("CUZK_")}
-    environ |= {"PYTHONPATH": str(ROOT), "HOME": str(tmp_path),
-                "XDG_CACHE_HOME": str(tmp_path / "cache"),
-                "XDG_STATE_HOME": str(tmp_path / "state"), **env}
-    return subprocess.run([sys.executable, "-m", "cuzk.cli.main", *args], stdout=stdout,
-                          stderr=subprocess.PIPE, text=True, env=environ, cwd=tmp_path,
-                          timeout=120)
-
-
-def _said(proc: subprocess.CompletedProcess[str], command: str) -> str:
-    """The one line ``cuzk COMMAND:`` said (log lines aside), after a non-zero exit."""
-    assert "Traceback" not in proc.stderr, proc.stderr
-    assert proc.returncode not in (0, None), proc.stderr
-    lines = [line for line in proc.stderr.splitlines() if line.startswith(f"cuzk {command}:")]
-    assert len(lines) == 1, proc.stderr
-    return lines[0]
 
 
 def test_an_unwritable_key_cache_is_one_line_naming_the_setting(tmp_path: Path):
