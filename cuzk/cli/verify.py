@@ -19,15 +19,45 @@ def register(subparsers: Any) -> None:
         help="verify a proof.json / public.json pair",
         description="Check a Groth16 proof (snarkjs's proof.json and public.json) against a"
         " verification key: a snarkjs verification_key.json (--vk; `cuzk keygen` writes one"
-        " beside every key) or the one inside a zkey (--zkey). Exit status 0: the proof"
+        " beside every key) or the one inside a zkey (--zkey). The two files may come in"
+        " either order (snarkjs's is public.json proof.json). Exit status 0: the proof"
         " verifies; 1: it does not; 2: a file cannot be read.",
     )
     key = p.add_mutually_exclusive_group(required=True)
     key.add_argument("--vk", type=Path, help="verification_key.json (snarkjs format)")
     key.add_argument("--zkey", type=Path, help="take the verification key from this zkey")
-    p.add_argument("proof", type=Path, help="proof.json")
-    p.add_argument("public", type=Path, help="public.json")
+    p.add_argument("proof", type=Path, metavar="PROOF",
+                   help="proof.json (or public.json: the two are told apart by content)")
+    p.add_argument("public", type=Path, metavar="PUBLIC",
+                   help="public.json (or proof.json: snarkjs's order, public first, works too)")
     p.set_defaults(func=run)
+
+
+_PROOF_KEYS = ("pi_a", "pi_b", "pi_c")
+
+
+def _what(doc: Any) -> str | None:
+    """"proof" (an object with pi_a, pi_b, pi_c), "public" (a list of signals), or None."""
+    if isinstance(doc, dict) and all(k in doc for k in _PROOF_KEYS):
+        return "proof"
+    return "public" if isinstance(doc, list) else None
+
+
+def proof_and_public(first: tuple[Path, Any], second: tuple[Path, Any]) -> tuple[Any, Any]:
+    """The proof and the public signals of two files given in either order (cuzk's
+    ``proof public``, snarkjs's ``public proof``), told apart by content; two of one kind is
+    said plainly rather than reported as a malformed proof."""
+    (path1, doc1), (path2, doc2) = first, second
+    what1, what2 = _what(doc1), _what(doc2)
+    if (what1, what2) == ("public", "proof"):
+        return doc2, doc1
+    if what1 == what2 == "public":
+        raise ValueError(f"{path1} and {path2} are both public signals (lists): give one"
+                         " proof.json (an object with pi_a, pi_b, pi_c) and one public.json")
+    if what1 == what2 == "proof":
+        raise ValueError(f"{path1} and {path2} are both proofs: give one proof.json and one"
+                         " public.json (a list of signals)")
+    return doc1, doc2
 
 
 def _load_json(path: Path) -> Any:
@@ -46,7 +76,9 @@ def run(args: argparse.Namespace) -> int:
             if args.zkey
             else VerificationKey.from_json(_load_json(args.vk))
         )
-        ok = verify(vk, _load_json(args.proof), _load_json(args.public))
+        proof, public = proof_and_public((args.proof, _load_json(args.proof)),
+                                         (args.public, _load_json(args.public)))
+        ok = verify(vk, proof, public)
     except (ValueError, CuzkError) as e:
         print(f"cuzk verify: {e}", file=sys.stderr)
         return 2
