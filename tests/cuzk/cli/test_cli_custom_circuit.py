@@ -325,3 +325,24 @@ def test_bench_prover_a_configured_kind(tmp_path: Path, capsys):
     assert " read=" in row["runs"][0]["cuzk_steps"] and "key_load=" in row["runs"][0]["cuzk_steps"]
     assert main(["bench", "prover", "nope", "--config", str(config), "--no-snarkjs"]) == 2
     assert "unknown proof kind 'nope'; known: " in capsys.readouterr().err
+
+
+def test_a_bn128_key_is_refused_naming_bn128_and_the_curve_cuzk_proves_on(tmp_path: Path):
+    """A zkey whose Groth16 header's base-field prime is bn128's (crafted from tiny.zkey)."""
+    from cuzk.curves import BLS12_381, BN128_BASE_PRIME
+    from tests.cuzk.cli._subprocess import cuzk, said
+
+    data = bytearray(ZKEY.read_bytes())
+    q = BLS12_381.q.to_bytes(48, "little")
+    at = bytes(data).index(q)
+    data[at : at + 48] = BN128_BASE_PRIME.to_bytes(48, "little")
+    bn = tmp_path / "bn.zkey"
+    bn.write_bytes(bytes(data))
+    for args in (["prove", bn, WTNS, "proof.json", "public.json"],
+                 ["circuit", "check", "--r1cs", R1CS, "--wasm", WASM, "--zkey", bn]):
+        proc = cuzk(tmp_path, *args)
+        line = said(proc, " ".join(map(str, args[:2])) if args[0] == "circuit" else "prove")
+        assert f"{bn}: section 2 (Groth16 header): a key for bn128" in line, line
+        assert "cuzk proves on bls12381 only" in line and "--prime bls12381" in line, line
+        assert "0x3064" not in line
+    assert not (tmp_path / "proof.json").exists()
