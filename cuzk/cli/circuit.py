@@ -38,16 +38,23 @@ def register(subparsers: Any) -> None:
         "check",
         help="say whether an r1cs, a wasm witness generator and a zkey belong together",
         description="Load the three files and check them as the server does when it loads a"
-        " key. Exit status: 0 they belong together, 1 they do not (the reason names the file"
-        " and, for the key, the section), 2 a file is missing.",
+        " key. Sizes alone cannot tell a wasm of another circuit of the same shape: --input"
+        " computes a witness with the wasm and checks it satisfies every constraint of the"
+        " r1cs. Exit status: 0 they belong together, 1 they do not (the reason names the file"
+        " and, for the key, the section), 2 a file is missing or the input is refused.",
     )
     _files(check, zkey_required=True)
+    check.add_argument(
+        "--input", type=Path,
+        help="a sample input JSON: its witness (from the wasm) must satisfy the r1cs",
+    )
     check.set_defaults(func=run_check)
 
     add = sub.add_parser(
         "add",
         help="add a circuit as a proof kind ([proof_kinds.NAME] in the config file)",
-        description="Check the files (with --zkey: that they belong together), then append a"
+        description="Check the files (with --zkey: that they belong together; with"
+        " --sample-input: that its witness satisfies the r1cs), then append a"
         " [proof_kinds.NAME] table to the config file and validate the result. Without --zkey"
         " the server proves with a development key made on first use (not for production).",
     )
@@ -103,8 +110,31 @@ def _files(p: argparse.ArgumentParser, zkey_required: bool) -> None:
     p.add_argument("--zkey", type=Path, required=zkey_required, help="proving key .zkey")
 
 
-def check_files(r1cs: Path, wasm: Path, zkey: Path | None, name: str | None = None) -> str:
-    """Load the files and check they belong together; a one-line summary, or CuzkError."""
+def _read_input(path: Path, flag: str) -> dict:
+    """A sample input: one JSON object of signal names to values, or a one-line _Usage."""
+    problem = not_a_file(path)
+    if problem:
+        raise _Usage(f"{flag} {path}: {problem}")
+    try:
+        inputs = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError) as e:
+        raise _Usage(f"{flag} {path}: {getattr(e, 'strerror', None) or e}") from None
+    except json.JSONDecodeError as e:
+        raise _Usage(f"{flag} {path}: not JSON: {e.msg} at line {e.lineno}") from None
+    if not isinstance(inputs, dict):
+        raise _Usage(f"{flag} {path}: expected one JSON object of signal names to values")
+    return inputs
+
+
+def check_files(
+    r1cs: Path, wasm: Path, zkey: Path | None, name: str | None = None,
+    sample: Path | None = None, sample_flag: str = "--input",
+) -> str:
+    """Load the files and check they belong together; a one-line summary, or CuzkError.
+
+    ``sample``: an input whose witness (computed by the wasm) must satisfy every constraint of
+    the r1cs, the one check that tells a wasm of another circuit of the same shape."""
+    from cuzk.errors import WitnessError
     from cuzk.prover.circuit import Circuit
     from cuzk.prover.keys import ProvingKey
 
@@ -112,12 +142,20 @@ def check_files(r1cs: Path, wasm: Path, zkey: Path | None, name: str | None = No
         problem = None if path is None else not_a_file(path)
         if problem:
             raise _Usage(f"{flag} {path}: {problem}")
+    inputs = None if sample is None else _read_input(sample, sample_flag)
     circuit = Circuit.load(r1cs, wasm, name)
     r = circuit.r1cs
     summary = (
         f"{r.n_constraints} constraints, {r.n_wires} signals, {r.n_public} public,"
         f" domain 2^{r.domain_size.bit_length() - 1}"
     )
+    if inputs is not None:
+        try:
+            witness = circuit.calculate_witness(inputs)
+        except WitnessError as e:
+            raise _Usage(f"{sample_flag} {sample}: the wasm refuses it: {e}") from None
+        circuit.check_satisfies(witness)  # WitnessError: they do not belong together
+        summary += f"; the witness of {sample} satisfies every constraint"
     if zkey is None:
         return f"{r1cs} and {wasm} belong together ({summary})"
     key = ProvingKey.load(zkey)
@@ -142,7 +180,7 @@ class _Usage(CuzkError):
 
 def run_check(args: argparse.Namespace) -> int:
     try:
-        print("OK: " + check_files(args.r1cs, args.wasm, args.zkey))
+        print("OK: " + check_files(args.r1cs, args.wasm, args.zkey, sample=args.input))
         return 0
     except _Usage as e:
         print(f"cuzk circuit check: {e}", file=sys.stderr)
@@ -210,7 +248,8 @@ def run_add(args: argparse.Namespace) -> int:
                 " for every job of that kind; pass --replace to do that, or choose another NAME"
             )
         check_output_file(config, "--config")  # before the files are loaded and checked
-        summary = check_files(args.r1cs, args.wasm, args.zkey, args.name)
+        summary = check_files(args.r1cs, args.wasm, args.zkey, args.name,
+                              sample=args.sample_input, sample_flag="--sample-input")
         before = config.read_text() if config.exists() else None
         if before is not None and _has_kind(before, args.name):
             raise _Usage(

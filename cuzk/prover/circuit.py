@@ -152,8 +152,23 @@ class Circuit:
                 key.path, f"is not a key for circuit {self.name}: " + "; ".join(problems)
             )
 
+    def check_satisfies(self, witness: np.ndarray) -> None:
+        """``check_satisfied`` from the r1cs alone, no key: a*b from its A and B terms, laid
+        out as a setup lays them in a key's section 4 (what `cuzk circuit check --input`
+        runs, so its error does not advise running it)."""
+        self.constraints()
+        coeffs = coefficients_from_r1cs(self.r1cs)
+        matrix, constraint, signal, value = (
+            np.ascontiguousarray(coeffs[f], dtype=np.uint32)
+            for f in ("matrix", "constraint", "signal", "value")
+        )
+        _, _, ab = qap.build_abc(matrix, constraint, signal, value, witness,
+                                 self.r1cs.domain_size)
+        self.check_satisfied(witness, ab, advise=False)
+
     def check_satisfied(
-        self, witness: np.ndarray, c_evals: np.ndarray, from_generator: bool = True
+        self, witness: np.ndarray, c_evals: np.ndarray, from_generator: bool = True,
+        advise: bool = True,
     ) -> None:
         """Every constraint a*b = c holds; else name the first one that does not, and the
         likely cause: a circom witness generator checks its own constraints as it computes, so
@@ -171,7 +186,7 @@ class Circuit:
             wasm = getattr(self.calculator, "path", None)
             cause = (
                 f"the wasm {wasm} and the r1cs {self.r1cs.path} may not be of the same circuit"
-                " (check them with `cuzk circuit check --input`)"
+                + (" (check them with `cuzk circuit check --input`)" if advise else "")
                 if from_generator and wasm is not None
                 else f"the witness may be of another circuit than {self.r1cs.path}, or its"
                 " generator and that r1cs may not match"

@@ -346,3 +346,49 @@ def test_a_bn128_key_is_refused_naming_bn128_and_the_curve_cuzk_proves_on(tmp_pa
         assert "cuzk proves on bls12381 only" in line and "--prime bls12381" in line, line
         assert "0x3064" not in line
     assert not (tmp_path / "proof.json").exists()
+
+
+# A wasm of another circuit of tiny's shape: only a witness tells it from tiny's own.
+SWAPPED = WASM.parents[1] / "tiny_swapped_js" / "tiny_swapped.wasm"
+
+
+def test_circuit_check_input_tells_a_wasm_of_another_circuit_of_the_same_shape(tmp_path: Path):
+    from tests.cuzk.cli._subprocess import cuzk, ok, said
+
+    files = ["--r1cs", R1CS, "--zkey", ZKEY]
+    assert ok(cuzk(tmp_path, "circuit", "check", *files, "--wasm", SWAPPED)).startswith("OK: ")
+    proc = cuzk(tmp_path, "circuit", "check", *files, "--wasm", SWAPPED, "--input", INPUT)
+    line = said(proc, "circuit check")
+    assert proc.returncode == 1, line
+    assert "they do not belong together: witness of tiny does not satisfy constraint 0" in line
+    assert f"the wasm {SWAPPED} and the r1cs {R1CS} may not be of the same circuit" in line
+    good = ok(cuzk(tmp_path, "circuit", "check", *files, "--wasm", WASM, "--input", INPUT))
+    assert f"the witness of {INPUT} satisfies every constraint" in good
+    (tmp_path / "short.json").write_text(json.dumps({"a": 1}))
+    proc = cuzk(tmp_path, "circuit", "check", *files, "--wasm", WASM, "--input", "short.json")
+    line = said(proc, "circuit check")
+    assert "--input short.json: the wasm refuses it: missing input signals" in line, line
+    assert proc.returncode == 2
+
+
+def test_prove_with_a_wasm_of_another_circuit_says_they_may_not_match(tmp_path: Path):
+    from tests.cuzk.cli._subprocess import cuzk, said
+
+    proc = cuzk(tmp_path, "prove", "--r1cs", R1CS, "--wasm", SWAPPED, "--zkey", ZKEY,
+                "--input", INPUT, "--out", "out")
+    line = said(proc, "prove")
+    assert "does not satisfy constraint 0" in line, line
+    assert f"the wasm {SWAPPED} and the r1cs {R1CS} may not be of the same circuit" in line
+    assert "cuzk circuit check --input" in line
+    assert not (tmp_path / "out" / "proof.json").exists()
+
+
+def test_circuit_add_checks_the_sample_input_against_the_r1cs(tmp_path: Path, capsys):
+    config = tmp_path / "cuzk.toml"
+    config.write_text('[server]\nlisten = "127.0.0.1:0"\n')
+    before = config.read_text()
+    args = ["circuit", "add", "tiny", "--r1cs", str(R1CS), "--wasm", str(SWAPPED),
+            "--sample-input", str(INPUT), "--config", str(config)]  # fmt: skip
+    assert main(args) == 1
+    assert "may not be of the same circuit" in _err_line(capsys)
+    assert config.read_text() == before
