@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tomllib
 from pathlib import Path
@@ -76,7 +77,8 @@ def register(subparsers: Any) -> None:
     add.add_argument(
         "--replace",
         action="store_true",
-        help="allow NAME to be a bundled proof kind, replacing its circuit for every job",
+        help="replace the config's [proof_kinds.NAME] table (after a recompile, a new key);"
+        " for a bundled NAME, replace its circuit for every job of that kind",
     )
     add.set_defaults(func=run_add)
 
@@ -214,6 +216,34 @@ def _has_kind(text: str, name: str) -> bool:
     return isinstance(kinds, dict) and name in kinds
 
 
+_HEADER = re.compile(r"^\s*\[[^\[\]]+\]\s*(#.*)?$")
+_SKIPPED = re.compile(r"^\s*(#.*)?$")
+
+
+def _without_kind(text: str, name: str) -> tuple[str, int] | None:
+    """``text`` with its ``[proof_kinds.NAME]`` table cut out, and the line it began at; None
+    when NAME is not declared by such a table (inline, or under ``[proof_kinds]``: those are
+    left for the user to edit). The table runs to the next table header; blank and comment
+    lines just before that header stay (they belong to what follows)."""
+    lines = text.splitlines(keepends=True)
+    for start, line in enumerate(lines):
+        if not _HEADER.match(line):
+            continue
+        try:
+            parsed = tomllib.loads(line.strip())
+        except tomllib.TOMLDecodeError:
+            continue
+        if parsed != {"proof_kinds": {name: {}}}:
+            continue
+        end = next((i for i in range(start + 1, len(lines)) if _HEADER.match(lines[i])),
+                   len(lines))
+        while end > start + 1 and _SKIPPED.match(lines[end - 1]):
+            end -= 1
+        rest = "".join(lines[:start] + lines[end:])
+        return (None if _has_kind(rest, name) else (rest, start))
+    return None
+
+
 def _table(args: argparse.Namespace, config_dir: Path) -> str:
     lines = [f"[proof_kinds.{_toml_key(args.name)}]"]
     for key, path in (
@@ -251,15 +281,31 @@ def run_add(args: argparse.Namespace) -> int:
         summary = check_files(args.r1cs, args.wasm, args.zkey, args.name,
                               sample=args.sample_input, sample_flag="--sample-input")
         before = config.read_text() if config.exists() else None
-        if before is not None and _has_kind(before, args.name):
-            raise _Usage(
-                f"{config} already has [proof_kinds.{args.name}]: edit or remove that table"
-            )
         config_dir = config.resolve().parent
-        text = before or ""
-        if text and not text.endswith("\n"):
-            text += "\n"
-        text += ("\n" if text else "") + _table(args, config_dir)
+        replaced = before is not None and _has_kind(before, args.name)
+        if replaced and not args.replace:
+            raise _Usage(
+                f"{config} already has [proof_kinds.{args.name}]: pass --replace to replace"
+                " that table (after a recompile or with a new key), or edit it"
+            )
+        if replaced:
+            assert before is not None
+            cut = _without_kind(before, args.name)
+            if cut is None:
+                raise _Usage(
+                    f"{config} declares proof kind {args.name} other than as a"
+                    f" [proof_kinds.{args.name}] table: edit it there"
+                )
+            rest, at = cut
+            lines = rest.splitlines(keepends=True)
+            if at and not lines[at - 1].endswith("\n"):
+                lines[at - 1] += "\n"
+            text = "".join([*lines[:at], _table(args, config_dir), *lines[at:]])
+        else:
+            text = before or ""
+            if text and not text.endswith("\n"):
+                text += "\n"
+            text += ("\n" if text else "") + _table(args, config_dir)
         write_text(config, text, "--config")
         try:
             load_config(config)
@@ -281,7 +327,8 @@ def run_add(args: argparse.Namespace) -> int:
         else "no --zkey: the server proves with a development key made on first use"
         " (not for production)"
     )
-    print(f"added proof kind {args.name} to {config}: {summary}; {key_note}")
+    done = "replaced proof kind" if replaced else "added proof kind"
+    print(f"{done} {args.name} {'in' if replaced else 'to'} {config}: {summary}; {key_note}")
     return 0
 
 

@@ -392,3 +392,43 @@ def test_circuit_add_checks_the_sample_input_against_the_r1cs(tmp_path: Path, ca
     assert main(args) == 1
     assert "may not be of the same circuit" in _err_line(capsys)
     assert config.read_text() == before
+
+
+def test_circuit_add_replace_swaps_your_own_kinds_table_after_a_recompile(tmp_path: Path):
+    """The kind's table is replaced where it stands; the rest of the file is kept as written,
+    and a replacement the checks refuse leaves the file unchanged."""
+    import shutil
+
+    from tests.cuzk.cli._subprocess import cuzk, ok, said
+
+    config = tmp_path / "cuzk.toml"
+    ok(cuzk(tmp_path, "circuit", "add", "tiny", "--r1cs", R1CS, "--wasm", WASM, "--zkey", ZKEY,
+            "--config", config))
+    tail = '\n# the next kind\n[proof_kinds.other]\nr1cs = "x.r1cs"\nwasm = "x.wasm"\n'
+    head = config.read_text()
+    config.write_text('# mine\n[server]\nlisten = "127.0.0.1:0"\n\n' + head + tail)
+    (tmp_path / "x.r1cs").write_bytes(R1CS.read_bytes())
+    (tmp_path / "x.wasm").write_bytes(WASM.read_bytes())
+    before = config.read_text()
+    # "A recompile": the same circuit's files in a new place.
+    new = tmp_path / "build"
+    new.mkdir()
+    for f in (R1CS, WASM, ZKEY):
+        shutil.copy(f, new / f.name)
+    add = ["circuit", "add", "tiny", "--r1cs", new / R1CS.name, "--wasm", new / WASM.name,
+           "--zkey", new / ZKEY.name, "--partitions", "3", "--config", config]
+    line = said(cuzk(tmp_path, *add), "circuit add")
+    assert "already has [proof_kinds.tiny]: pass --replace" in line, line
+    assert config.read_text() == before
+    # A replacement that fails its checks changes nothing either.
+    bad = [*add[:-4], "--wasm", SWAPPED, "--sample-input", INPUT, "--config", config]
+    said(cuzk(tmp_path, *bad, "--replace"), "circuit add")
+    assert config.read_text() == before
+    out = ok(cuzk(tmp_path, *add, "--replace"))
+    assert out.startswith(f"replaced proof kind tiny in {config}: "), out
+    text = config.read_text()
+    assert text.startswith('# mine\n[server]\nlisten = "127.0.0.1:0"\n\n[proof_kinds."tiny"]\n')
+    assert text.endswith(tail) and text.count("tiny") == 4, text  # header, r1cs, wasm, zkey
+    kinds = load_config(config, check_files=False).proof_kinds
+    assert (kinds["tiny"].r1cs, kinds["tiny"].partitions) == (new / R1CS.name, 3)
+    assert set(kinds) >= {"tiny", "other"}
