@@ -12,6 +12,7 @@ from cuzk.cli._output import check_output_file
 from cuzk.cli._progress import stage_progress
 from cuzk.errors import CuzkError
 from cuzk.files import not_a_file
+from cuzk.formats.r1cs import read_r1cs
 from cuzk.prover.keystore import (
     DEFAULT_KEYS_DIR,
     check_keys_dir,
@@ -57,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
             check_output_file(args.out, "--out")
             if args.vk is not None:
                 check_output_file(args.vk, "--vk")
+            read_r1cs(args.r1cs, load_constraints=False)  # not an r1cs: said before the bars
             with stage_progress(f"keygen {args.r1cs.name}") as tick:
                 generate_zkey(args.r1cs, args.out, tick, vk=False)
             vk_path = write_verification_key(args.out, args.vk)

@@ -65,7 +65,11 @@ def _load_json(path: Path) -> Any:
         return json.loads(path.read_text())
     except FileNotFoundError:
         raise ValueError(f"{path}: file not found") from None
-    except json.JSONDecodeError as e:
+    except IsADirectoryError:
+        raise ValueError(f"{path}: is a directory, not a file") from None
+    except OSError as e:
+        raise ValueError(f"{path}: {e.strerror or e}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ValueError(f"{path}: not JSON ({e})") from None
 
 
