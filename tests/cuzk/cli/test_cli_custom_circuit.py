@@ -13,6 +13,8 @@ import pytest
 
 from cuzk.cli.main import main
 from cuzk.config import load_config
+from tests.cuzk.cli._cli import cuzk, said
+from tests.cuzk.cli._ran import ok
 from tests.cuzk.prover.test_prover_keycheck import R1CS, SECTION_NAMES, WASM, ZKEY, corrupt
 
 DATA = R1CS.parent
@@ -330,7 +332,6 @@ def test_bench_prover_a_configured_kind(tmp_path: Path, capsys):
 def test_a_bn128_key_is_refused_naming_bn128_and_the_curve_cuzk_proves_on(tmp_path: Path):
     """A zkey whose Groth16 header's base-field prime is bn128's (crafted from tiny.zkey)."""
     from cuzk.curves import BLS12_381, BN128_BASE_PRIME
-    from tests.cuzk.cli._subprocess import cuzk, said
 
     data = bytearray(ZKEY.read_bytes())
     q = BLS12_381.q.to_bytes(48, "little")
@@ -353,7 +354,6 @@ SWAPPED = WASM.parents[1] / "tiny_swapped_js" / "tiny_swapped.wasm"
 
 
 def test_circuit_check_input_tells_a_wasm_of_another_circuit_of_the_same_shape(tmp_path: Path):
-    from tests.cuzk.cli._subprocess import cuzk, ok, said
 
     files = ["--r1cs", R1CS, "--zkey", ZKEY]
     assert ok(cuzk(tmp_path, "circuit", "check", *files, "--wasm", SWAPPED)).startswith("OK: ")
@@ -372,7 +372,6 @@ def test_circuit_check_input_tells_a_wasm_of_another_circuit_of_the_same_shape(t
 
 
 def test_prove_with_a_wasm_of_another_circuit_says_they_may_not_match(tmp_path: Path):
-    from tests.cuzk.cli._subprocess import cuzk, said
 
     proc = cuzk(tmp_path, "prove", "--r1cs", R1CS, "--wasm", SWAPPED, "--zkey", ZKEY,
                 "--input", INPUT, "--out", "out")
@@ -399,7 +398,6 @@ def test_circuit_add_replace_swaps_your_own_kinds_table_after_a_recompile(tmp_pa
     and a replacement the checks refuse leaves the file unchanged."""
     import shutil
 
-    from tests.cuzk.cli._subprocess import cuzk, ok, said
 
     config = tmp_path / "cuzk.toml"
     ok(cuzk(tmp_path, "circuit", "add", "tiny", "--r1cs", R1CS, "--wasm", WASM, "--zkey", ZKEY,

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from cuzk.cli.main import build_parser, main
-from tests.cuzk.cli._subprocess import cuzk as _cuzk
-from tests.cuzk.cli._subprocess import said as _said
+from tests.cuzk.cli._cli import cuzk as _cuzk
+from tests.cuzk.cli._cli import said as _said
 from tests.cuzk.prover.test_prover_keycheck import R1CS, ZKEY
 
 

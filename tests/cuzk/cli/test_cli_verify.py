@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cuzk.cli._subprocess import cuzk, ok, said
+from tests.cuzk.cli._cli import cuzk, said
+from tests.cuzk.cli._ran import ok
 from tests.cuzk.prover.test_prover_keycheck import R1CS, ZKEY
 
 WTNS = R1CS.parent / "tiny.wtns"
