@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cuzk.circuits.registry import bundled_circuits
+from cuzk.cli._local_results import CheckResult, add_json_argument, base, finish
 from cuzk.cli._output import OutputError, check_output_file, write_text
 from cuzk.errors import CuzkError
 from cuzk.files import not_a_file
@@ -49,6 +50,7 @@ def register(subparsers: Any) -> None:
         "--input", type=Path,
         help="a sample input JSON: its witness (from the wasm) must satisfy the r1cs",
     )
+    add_json_argument(check)
     check.set_defaults(func=run_check)
 
     add = sub.add_parser(
@@ -128,14 +130,25 @@ def _read_input(path: Path, flag: str) -> dict:
     return inputs
 
 
+def check_result(r1cs: Path, wasm: Path, zkey: Path | None, sample: Path | None) -> CheckResult:
+    return {**base("circuit check"), "belong": None, "r1cs": str(r1cs), "wasm": str(wasm),
+            "zkey": None if zkey is None else str(zkey),
+            "input": None if sample is None else str(sample), "constraints": None,
+            "signals": None, "public_signals": None, "domain_log2": None,
+            "input_satisfied": None, "phase2_contributions": None, "circuit_hash": None}
+
+
 def check_files(
     r1cs: Path, wasm: Path, zkey: Path | None, name: str | None = None,
     sample: Path | None = None, sample_flag: str = "--input",
+    result: CheckResult | None = None,
 ) -> str:
     """Load the files and check they belong together; a one-line summary, or CuzkError.
 
     ``sample``: an input whose witness (computed by the wasm) must satisfy every constraint of
-    the r1cs, the one check that tells a wasm of another circuit of the same shape."""
+    the r1cs, the one check that tells a wasm of another circuit of the same shape.
+    ``result``: filled with what was learnt on the way (``--json``), even when a check fails."""
+    result = result if result is not None else check_result(r1cs, wasm, zkey, sample)
     from cuzk.errors import WitnessError
     from cuzk.prover.circuit import Circuit
     from cuzk.prover.keys import ProvingKey
@@ -147,6 +160,9 @@ def check_files(
     inputs = None if sample is None else _read_input(sample, sample_flag)
     circuit = Circuit.load(r1cs, wasm, name)
     r = circuit.r1cs
+    result["constraints"], result["signals"] = r.n_constraints, r.n_wires
+    result["public_signals"] = r.n_public
+    result["domain_log2"] = r.domain_size.bit_length() - 1
     summary = (
         f"{r.n_constraints} constraints, {r.n_wires} signals, {r.n_public} public,"
         f" domain 2^{r.domain_size.bit_length() - 1}"
@@ -156,16 +172,18 @@ def check_files(
             witness = circuit.calculate_witness(inputs)
         except WitnessError as e:
             raise _Usage(f"{sample_flag} {sample}: the wasm refuses it: {e}") from None
+        result["input_satisfied"] = False
         circuit.check_satisfies(witness)  # WitnessError: they do not belong together
+        result["input_satisfied"] = True
         summary += f"; the witness of {sample} satisfies every constraint"
     if zkey is None:
         return f"{r1cs} and {wasm} belong together ({summary})"
     key = ProvingKey.load(zkey)
     circuit.check_key(key)
-    return f"{r1cs}, {wasm} and {zkey} belong together ({summary}; {_ceremony(key)})"
+    return f"{r1cs}, {wasm} and {zkey} belong together ({summary}; {_ceremony(key, result)})"
 
 
-def _ceremony(key) -> str:
+def _ceremony(key, result: CheckResult) -> str:
     """The key's phase-2 record (section 10): contributions and the circuit hash snarkjs prints
     as "Circuit Hash", to compare with the ceremony's transcript (``snarkjs zkey verify``
     checks it against the r1cs and the powers of tau, which cuzk never sees)."""
@@ -173,6 +191,7 @@ def _ceremony(key) -> str:
     if mpc is None:
         return "no contributions section"
     count = int.from_bytes(mpc[64:68], "little")
+    result["phase2_contributions"], result["circuit_hash"] = count, mpc[:64].hex()
     return f"{count} phase-2 contribution{'s' if count != 1 else ''}, circuit hash {mpc[:64].hex()}"
 
 
@@ -181,15 +200,18 @@ class _Usage(CuzkError):
 
 
 def run_check(args: argparse.Namespace) -> int:
+    result = check_result(args.r1cs, args.wasm, args.zkey, args.input)
     try:
-        print("OK: " + check_files(args.r1cs, args.wasm, args.zkey, sample=args.input))
-        return 0
+        summary = check_files(args.r1cs, args.wasm, args.zkey, sample=args.input, result=result)
     except _Usage as e:
-        print(f"cuzk circuit check: {e}", file=sys.stderr)
-        return 2
+        return finish(args, result, 2, str(e))
     except CuzkError as e:
-        print(f"cuzk circuit check: they do not belong together: {e}", file=sys.stderr)
-        return 1
+        result["belong"] = False
+        return finish(args, result, 1, f"they do not belong together: {e}")
+    result["belong"] = True
+    if not args.json:
+        print("OK: " + summary)
+    return finish(args, result, 0)
 
 
 def _toml_path(path: Path, config_dir: Path) -> str:

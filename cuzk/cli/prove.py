@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from cuzk.cli._local import UsageError, add_circuit_args, pick, zkey_for
+from cuzk.cli._local_results import ProveResult, Timings, add_json_argument, base, finish
 from cuzk.cli._output import check_output_dir, check_output_file, write_text
 from cuzk.errors import CuzkError, FormatError
 from cuzk.files import not_a_file
@@ -75,6 +76,7 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="also say how the CPU prover runs: its field multiply, cores, MSM implementation",
     )
+    add_json_argument(p)
     p.set_defaults(func=run)
 
 
@@ -119,12 +121,19 @@ def _backend(name: str):
     return CpuBackend()
 
 
+def prove_result() -> ProveResult:
+    return {**base("prove"), "name": None, "zkey": None, "development_key": None,
+            "backend": None, "proof": None, "public": None, "public_signals": None,
+            "verified": None, "timings_ms": None}
+
+
 def run(args: argparse.Namespace) -> int:
+    result = prove_result()
     try:
-        return _run(args)
+        _run(args, result)
     except CuzkError as e:
-        print(f"cuzk prove: {e}", file=sys.stderr)
-        return 2
+        return finish(args, result, 2, str(e))
+    return finish(args, result, 0)
 
 
 RAPIDSNARK_FORM = "cuzk prove CIRCUIT.zkey WITNESS.wtns PROOF.json PUBLIC.json"
@@ -181,7 +190,7 @@ def _check_witness_against_key(witness, key: ProvingKey, wtns: Path) -> np.ndarr
     return np.ascontiguousarray(witness.values, dtype=np.uint32)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, result: ProveResult) -> None:
     from cuzk.formats.wtns import read_wtns
     from cuzk.prover import native_msm, qap
     from cuzk.prover.circuit import Circuit
@@ -230,6 +239,9 @@ def _run(args: argparse.Namespace) -> int:
             witness = circuit.check_witness(witness_file, args.wtns)
 
     # 2. The long work: a development key if none is given, loading and checking the key.
+    result["name"] = c.name if c is not None else Path(args.zkey).stem
+    result["backend"] = backend.name
+    result["development_key"] = c is not None and c.zkey is None
     if c is None:
         zkey = args.zkey
     elif c.zkey is not None:
@@ -243,6 +255,7 @@ def _run(args: argparse.Namespace) -> int:
         with stage_progress("keygen") as tick:
             zkey = zkey_for(c, tick)
         t_read += time.perf_counter() - t_keygen
+    result["zkey"] = str(zkey)
     read_s = time.perf_counter() - t_read  # arguments, r1cs, witness (keygen aside)
     t_load = time.perf_counter()
     # One proof per process: "auto" has no budget to weigh and builds no window tables.
@@ -275,14 +288,24 @@ def _run(args: argparse.Namespace) -> int:
                              (public_path, proof.public, "public signals")):
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text(path, json.dumps(body, indent=1) + "\n", what)
-    name = c.name if c is not None else Path(zkey).stem
-    startup = "n/a" if startup_s is None else f"{startup_s * 1e3:.0f}ms"
+    result["proof"], result["public"] = str(proof_path), str(public_path)
+    result["public_signals"], result["verified"] = proof.public, proof.verified
+    t: Timings = {
+        "startup": None if startup_s is None else round(startup_s * 1e3, 1),
+        "read": round(read_s * 1e3, 1),
+        "key_load": round(load_s * 1e3, 1), "synthesize": round(times.synthesize_s * 1e3, 1),
+        "gpu_phase": round(times.gpu_phase_s * 1e3, 1),
+        "finalize": round(times.finalize_s * 1e3, 1),
+    }
+    result["timings_ms"] = t
+    if args.json:
+        return
+    startup = "n/a" if t["startup"] is None else f"{t['startup']:.0f}ms"
     print(
-        f"{name}: proof verified={proof.verified} backend={backend.name} "
+        f"{result['name']}: proof verified={proof.verified} backend={backend.name} "
         f"field_arith={native_msm.arith_path() if backend.name == 'cpu' else 'n/a'} "
-        f"startup={startup} read={read_s * 1e3:.0f}ms key_load={load_s * 1e3:.0f}ms "
-        f"synthesize={times.synthesize_s * 1e3:.0f}ms "
-        f"gpu_phase={times.gpu_phase_s * 1e3:.0f}ms finalize={times.finalize_s * 1e3:.0f}ms "
+        f"startup={startup} read={t['read']:.0f}ms key_load={t['key_load']:.0f}ms "
+        f"synthesize={t['synthesize']:.0f}ms "
+        f"gpu_phase={t['gpu_phase']:.0f}ms finalize={t['finalize']:.0f}ms "
         f"-> {proof_path}"
     )
-    return 0

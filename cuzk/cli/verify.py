@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
+from cuzk.cli._local_results import VerifyResult, add_json_argument, base, finish
 from cuzk.errors import CuzkError
 from cuzk.prover.keys import ProvingKey
 from cuzk.prover.verify import VerificationKey, verify
@@ -30,6 +30,7 @@ def register(subparsers: Any) -> None:
                    help="proof.json (or public.json: the two are told apart by content)")
     p.add_argument("public", type=Path, metavar="PUBLIC",
                    help="public.json (or proof.json: snarkjs's order, public first, works too)")
+    add_json_argument(p)
     p.set_defaults(func=run)
 
 
@@ -74,17 +75,31 @@ def _load_json(path: Path) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    result: VerifyResult = {
+        **base("verify"), "valid": None, "proof": None, "public": None,
+        "vk": None if args.vk is None else str(args.vk),
+        "zkey": None if args.zkey is None else str(args.zkey),
+    }
     try:
         vk = (
             ProvingKey.load(args.zkey).verification_key
             if args.zkey
             else VerificationKey.from_json(_load_json(args.vk))
         )
-        proof, public = proof_and_public((args.proof, _load_json(args.proof)),
-                                         (args.public, _load_json(args.public)))
+        first, second = (args.proof, _load_json(args.proof)), (args.public, _load_json(args.public))
+        proof, public = proof_and_public(first, second)
+        swapped = proof is second[1]
+        result["proof"] = str(args.public if swapped else args.proof)
+        result["public"] = str(args.proof if swapped else args.public)
         ok = verify(vk, proof, public)
     except (ValueError, CuzkError) as e:
-        print(f"cuzk verify: {e}", file=sys.stderr)
-        return 2
-    print("OK" if ok else "INVALID: the proof does not verify")
-    return 0 if ok else 1
+        return finish(args, result, 2, str(e))
+    result["valid"] = ok
+    if ok:
+        if not args.json:
+            print("OK")
+        return finish(args, result, 0)
+    if not args.json:
+        print("INVALID: the proof does not verify")
+    result["error"] = "the proof does not verify"
+    return finish(args, result, 1)
