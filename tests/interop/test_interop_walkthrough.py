@@ -1,7 +1,8 @@
 """docs/custom-circuits.md, run as written: every ```sh block's commands in order in an empty
 directory (the server block in the background), the ```circom / ```json blocks written to the
 files they name, the ```toml block compared with what `cuzk circuit add` wrote. The only change
-is the port: 9820 becomes a free one. README's custom-circuit commands must be among them."""
+is the port: 9820 becomes a free one. README's short path is run as pasted by
+test_interop_readme.py."""
 
 from __future__ import annotations
 
@@ -115,18 +116,3 @@ def _start_server(command: str, cwd: Path, env: dict, port: str) -> subprocess.P
             pass
         assert time.monotonic() < deadline, "cuzk serve not ready in 60 s"
         time.sleep(0.1)
-
-
-def test_readme_custom_circuit_commands_are_the_walkthroughs():
-    """README shows the short path; each of its commands is one the walkthrough runs."""
-    text = README.read_text()
-    section = text.split("## Your own circuit", 1)[1].split("\n## ", 1)[0]
-    readme_commands = [
-        ln.strip().split("  #")[0].strip()
-        for ln in section.splitlines()
-        if ln.startswith("    ") and ln.strip()
-    ]
-    assert readme_commands, "README has no custom-circuit commands"
-    doc_commands = {c for b in blocks(DOC.read_text()) if b.lang == "sh" for c in b.commands}
-    missing = [c for c in readme_commands if c not in doc_commands]
-    assert not missing, f"README commands the walkthrough does not run: {missing}"
