@@ -63,3 +63,42 @@ def test_readme_custom_circuit_path_runs_as_pasted(tmp_path: Path):
     assert server is not None, "the README never starts the server"
     assert len(verified) == 2 and all("OK!" in out for out in verified), verified
     assert (work / "proof.json").is_file() and (work / "proofs" / "proof_1.json").is_file()
+
+
+def test_readme_first_proof_is_verified_with_snarkjs_as_pasted(tmp_path: Path):
+    """"Using it": a server proof checked by snarkjs against the server's verification key,
+    the three lines as pasted, run from a directory laid out as the clone is (node_modules)."""
+    from tests._tools import NODE_MODULES, node_bin
+    from tests.conftest import KEYS_DIR
+
+    require_tool("curl")
+    node_bin("snarkjs")
+    text = README.read_text().split("## Using it", 1)[1].split("\nWithout a server:", 1)[0]
+    block = text.split("against\nthe verification key of the key the server proves with:", 1)[1]
+    commands = [ln.strip() for ln in block.splitlines() if ln.startswith("    ")]
+    assert [c.split()[0] for c in commands] == ["cuzk", "curl", "node_modules/.bin/snarkjs"]
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "node_modules").symlink_to(NODE_MODULES)
+    env = cuzk_env(tmp_path)
+    port = str(free_port())
+    env |= {"PATH": _path_with_tools(tmp_path), "CUZK_URL": f"http://127.0.0.1:{port}",
+            "CUZK_ENGINE_KEYS_DIR": str(KEYS_DIR), "CUZK_ENGINE_BACKEND": "cpu"}
+    server = _start_server(f"cuzk serve --listen 127.0.0.1:{port}", work, env, port)
+    try:
+        outputs = []
+        for command in commands:
+            proc = subprocess.run(["bash", "-c", command.replace("9820", port)], cwd=work,
+                                  env=env, capture_output=True, text=True, timeout=300)
+            assert proc.returncode == 0 and "Traceback" not in proc.stderr, (
+                f"{command}\nexited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+            outputs.append(proc.stdout)
+        assert "OK!" in outputs[-1], outputs
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        finally:
+            if server.poll() is None:
+                server.kill()
+                server.wait(timeout=10)
