@@ -27,6 +27,7 @@ from cuzk.files import not_a_file
 
 if TYPE_CHECKING:
     from cuzk.config import ProverConfig
+    from cuzk.formats.wtns import Witness
     from cuzk.prover.keys import ProvingKey
 
 BACKENDS = ("auto", "cpu", "cuda")
@@ -165,6 +166,15 @@ def _outputs(args: argparse.Namespace) -> tuple[Path, Path]:
     args.zkey, args.wtns, args.kind = Path(args.kind), Path(args.files[0]), None
     args.labels = {"zkey": "CIRCUIT.zkey", "wtns": "WITNESS.wtns"}
     proof, public = Path(args.files[1]), Path(args.files[2])
+    inputs = {args.zkey.resolve(): "CIRCUIT.zkey", args.wtns.resolve(): "WITNESS.wtns"}
+    if proof.resolve() == public.resolve():
+        raise UsageError(f"PROOF.json and PUBLIC.json are the same file ({proof}): name two")
+    for label, path in (("PROOF.json", proof), ("PUBLIC.json", public)):
+        if path.resolve() in inputs:
+            raise UsageError(
+                f"{label} {path} is the {inputs[path.resolve()]} given: writing it would"
+                f" destroy it (the order is {RAPIDSNARK_FORM})"
+            )
     check_output_file(proof, "PROOF.json")
     check_output_file(public, "PUBLIC.json")
     return proof, public
@@ -176,7 +186,7 @@ def _key_only(args: argparse.Namespace) -> bool:
         args.wtns is not None)
 
 
-def _check_witness_against_key(witness, key: ProvingKey, wtns: Path) -> np.ndarray:
+def _check_witness_against_key(witness: Witness, key: ProvingKey, wtns: Path) -> np.ndarray:
     """Curve and length of a .wtns against the zkey it is proven with (no r1cs to ask)."""
     if witness.curve is not key.curve:
         raise FormatError(

@@ -90,12 +90,18 @@ def test_a_witness_of_another_circuit_is_refused_before_proving(tmp_path: Path):
         (["winning-post", "extra"], "unexpected argument extra after proof kind winning-post"),
         ([ZKEY, "missing.wtns", "p.json", "q.json"], "WITNESS.wtns missing.wtns: no such file"),
         (["--zkey", ZKEY, "--input", "x.json"], "or --zkey with --wtns"),
+        ([ZKEY, WTNS, "p.json", "p.json"], "PROOF.json and PUBLIC.json are the same file"),
+        ([ZKEY, "w.wtns", "w.wtns", "q.json"], "PROOF.json w.wtns is the WITNESS.wtns given"),
     ],
-    ids=["three-files", "out", "zkey", "kind-and-more", "missing-wtns", "zkey-no-wtns"],
+    ids=["three-files", "out", "zkey", "kind-and-more", "missing-wtns", "zkey-no-wtns",
+         "same-outputs", "output-is-an-input"],
 )
 def test_misuse_is_one_line_and_writes_nothing(tmp_path: Path, args, expected):
+    witness = tmp_path / "w.wtns"  # a copy: an input named as an output must survive
+    witness.write_bytes(WTNS.read_bytes())
     proc = cuzk(tmp_path, "prove", *args)
     line = said(proc, "prove")
     assert expected in line, line
     assert proc.returncode == 2
     assert not list(tmp_path.glob("*.json"))
+    assert witness.read_bytes() == WTNS.read_bytes()
