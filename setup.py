@@ -9,6 +9,7 @@ setup(
             sources=["cuzk/prover/_native/msm.c"],
             depends=[
                 "cuzk/prover/_native/fp_tmpl.h",
+                "cuzk/prover/_native/msm_arch.h",
                 "cuzk/prover/_native/curve_tmpl.h",
                 "cuzk/prover/_native/bucket_tmpl.h",
                 "cuzk/prover/_native/fp_mulx_asm.h",

@@ -1,6 +1,6 @@
 """Engine benchmark: ``python benchmarks/bench_engine.py [--prover scripted] ...``.
 
-The same as ``cuzk bench engine`` (see cuzk/cli/bench_engine.py for what each figure means).
+The same as ``cuzk bench engine`` (see cuzk/bench/engine.py for what each figure means).
 """
 
 from __future__ import annotations

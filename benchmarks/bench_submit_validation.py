@@ -25,9 +25,9 @@ with warnings.catch_warnings():
 
 from cuzk.api.app import create_app
 from cuzk.engine.engine import Engine
-from cuzk.engine.settings import EngineSettings, default_proof_kinds
+from cuzk.engine.settings import EngineSettings, ProofKindSettings, default_proof_kinds
 from cuzk.prover.real_prover import RealProver
-from cuzk.testing import make_test_engine
+from cuzk.simulated_prover import ScriptedProver
 
 N = 10**6
 CASES: dict[str, Callable[[], bytes]] = {
@@ -76,11 +76,11 @@ def main() -> None:
         _run("real", real, repeat)
     finally:
         real.shutdown(timeout=10)
-    scripted, _, _ = make_test_engine(
-        {"winning-post": (1, "critical")}, backend="cpu", synthesis_threads=1,
-        finalizer_threads=1, memory_budget_bytes=1 << 33,
+    scripted_settings = EngineSettings(
+        backend="cpu", synthesis_threads=1, finalizer_threads=1, memory_budget_bytes=1 << 33,
+        proof_kinds={"winning-post": ProofKindSettings("winning-post", 1, "critical")},
     )
-    scripted.start()
+    scripted = Engine(scripted_settings, ScriptedProver()).start()
     try:
         _run("scripted", scripted, repeat)
     finally:

@@ -496,7 +496,7 @@ def section_engine(backend: str, jobs: int, workers: list[int],
                    kinds: list[str] | None = None, keys_dir: Path | None = None) -> dict[str, Any]:
     from dataclasses import replace
 
-    from cuzk.cli import bench_engine as bench
+    from cuzk.bench import engine as bench
     from cuzk.engine.settings import EngineSettings, default_proof_kinds
     from cuzk.prover.real_prover import RealProver
 

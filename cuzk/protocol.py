@@ -175,6 +175,9 @@ class PartitionInfo(TypedDict):
     worker: str | None
     """The GPU worker that proved it (or is proving it)."""
     error: str | None
+    step: str | None
+    """The prover's step now running within the phase ("witness", "H", "MSM B1 done, 2/5",
+    ...), where the prover reports steps (not on a cluster's remote workers); None between."""
 
 
 @_closed

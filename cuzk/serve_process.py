@@ -14,7 +14,6 @@ import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -26,6 +25,8 @@ from typing import Any
 
 import httpx
 import uvicorn
+
+from cuzk.tools import python_module_command
 
 _LISTENING = re.compile(r"cuzk listening on (http://127\.0\.0\.1:(\d+))(?: \(backend (\w+))?")
 
@@ -66,7 +67,7 @@ class ServeProcess:
         """Spawn the server and return its URL once it listens (ServeFailed if it exits)."""
         self.started_at = time.monotonic()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "cuzk.cli.main", "serve", *self.args],
+            python_module_command("cuzk.cli.main", "serve", *self.args),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

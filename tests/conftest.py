@@ -90,7 +90,7 @@ SCRIPTED_KINDS = {"porep-c2": (3, "normal"), "winning-post": (1, "critical")}
 def scripted():
     """A started engine over the scripted prover (tiny budget, one synthesis and one finalizer
     thread, two GPU workers): ``(engine, prover, span_exporter)``."""
-    from cuzk.testing import make_test_engine
+    from tests._doubles import make_test_engine
 
     engine, prover, spans = make_test_engine(
         SCRIPTED_KINDS,

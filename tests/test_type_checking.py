@@ -1,5 +1,6 @@
 """The type checker is part of `make test`: mypy runs after ruff and before pytest, over every
-module of cuzk/ and kernels/, strict on the engine core and the wire protocol."""
+module of cuzk/ and kernels/, strict on the engine core, the wire protocol, the prover and the
+cluster."""
 
 from __future__ import annotations
 
@@ -27,4 +28,5 @@ def test_mypy_checks_everything_and_is_strict_on_the_core():
     assert set(mypy["files"]) == {"cuzk", "kernels"}
     strict = [o for o in mypy["overrides"] if {k for k, v in o.items() if v is True} >= STRICT]
     modules = {m for o in strict for m in o["module"]}
-    assert {"cuzk.engine", "cuzk.engine.*", "cuzk.protocol"} <= modules, modules
+    assert {"cuzk.engine", "cuzk.engine.*", "cuzk.protocol", "cuzk.prover", "cuzk.prover.*",
+            "cuzk.cluster", "cuzk.cluster.*"} <= modules, modules

@@ -1,13 +1,10 @@
-"""What every bench that drives a real ``cuzk serve`` shares: its command-line options (backend,
-key cache, seed, JSON output) and the bundled sample inputs it submits, so a new server bench
-takes them the same way."""
+"""The command-line options every bench that drives a real ``cuzk serve`` shares (backend, key
+cache, seed, JSON output), so a new server bench takes them the same way."""
 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
-from typing import Any
 
 
 def add_server_bench_args(p: argparse.ArgumentParser, *, backend: str) -> None:
@@ -23,10 +20,3 @@ def add_server_bench_args(p: argparse.ArgumentParser, *, backend: str) -> None:
 def keys_dir(args: argparse.Namespace) -> Path | None:
     """``--keys-dir`` as an absolute path (the server runs in its own working directory)."""
     return Path(args.keys_dir).expanduser().resolve() if args.keys_dir else None
-
-
-def sample_inputs(kind: str) -> dict[str, Any]:
-    """The bundled sample input of a proof kind (one partition's signals)."""
-    from cuzk.circuits.registry import bundled_circuits
-
-    return json.loads(Path(bundled_circuits()[kind].sample_input_path).read_text())

@@ -21,8 +21,23 @@ TOKEN_ENV = "CUZK_AUTH_TOKEN"
 TOKEN_FILE_ENV = "CUZK_AUTH_TOKEN_FILE"
 
 
+RETRY_FOR_SECONDS = 120.0
+"""How long a client command rides out a server that cannot answer now (a drain, a restart, a
+503 with Retry-After) before giving up; ``--retry-for`` changes it."""
+
+
 class CliError(Exception):
     """A failure to report to the user as one line, without a traceback."""
+
+
+class Refused(CliError):
+    """The server answered with an error status; ``status`` lets a command say what it means
+    for its own resource (a 404 on a cancel: no such job)."""
+
+    def __init__(self, message: str, status: int, detail: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.detail = detail
 
 
 def default_server() -> str:
@@ -56,6 +71,44 @@ def add_server_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_retry_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--retry-for",
+        type=float,
+        default=RETRY_FOR_SECONDS,
+        metavar="SECONDS",
+        help="keep retrying this long while the server is unreachable, draining, restarting or"
+        " answers 503 (default: %(default)g; 0: never retry)",
+    )
+
+
+def add_json_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object on stdout, whatever the outcome, instead of text (its shape:"
+        " docs/cli.md, \"Output for scripts\")",
+    )
+
+
+def retrying_caller(
+    client: httpx.Client, retry_for: float, say: Callable[[str], None]
+) -> Callable[..., Any]:
+    """``call(method, path, **kwargs)``: :func:`request_retrying` that says once, through
+    ``say``, that it is retrying and for how long (a silent wait looks like a hang)."""
+    retried: list[str] = []
+
+    def on_retry(why: str) -> None:
+        if not retried:
+            say(f"{why}; retrying for up to {retry_for:g} s")
+        retried.append(why)
+
+    def call(method: str, path: str, **kwargs: Any) -> Any:
+        return request_retrying(client, method, path, retry_for, on_retry, **kwargs)
+
+    return call
+
+
 def auth_token(token_file: str | None = None) -> str | None:
     """The bearer token to send, if any; CliError when a named token file is unusable."""
     if token_file is None:
@@ -74,15 +127,23 @@ def auth_token(token_file: str | None = None) -> str | None:
     return token
 
 
+def server_url(server: str | None) -> str:
+    """The URL a client command talks to: ``--server``, else :func:`default_server`."""
+    url = server or default_server()
+    return url if "://" in url else "http://" + url
+
+
 def make_client(
     server: str | None, timeout: float = 30.0, token_file: str | None = None
 ) -> httpx.Client:
-    url = server or default_server()
-    if "://" not in url:
-        url = "http://" + url
+    url = server_url(server)
     token = auth_token(token_file)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return httpx.Client(base_url=url, timeout=timeout, headers=headers)
+    try:
+        return httpx.Client(base_url=url, timeout=timeout, headers=headers)
+    except (httpx.InvalidURL, ValueError) as e:
+        raise CliError(f"the server URL {url!r} is not a URL ({e}); give one such as"
+                       f" {DEFAULT_SERVER} (--server or CUZK_URL)") from None
 
 
 RETRY_AFTER_MAX_S = 10.0
@@ -151,7 +212,15 @@ def request(client: httpx.Client, method: str, path: str, **kwargs: Any) -> Any:
         data = response.json()
     except ValueError:
         data = None
-    if response.status_code >= 400:
+    status = response.status_code
+    if not isinstance(data, dict) and status not in _PROXY_STATUSES:
+        # Every cuzk answer is a JSON object, its errors included: this is another server.
+        what = response.headers.get("content-type", "no content type").split(";")[0]
+        raise CliError(
+            f"not a cuzk server at {client.base_url}: {method} {path} answered {status}"
+            f" {response.reason_phrase} ({what}); check --server or CUZK_URL"
+        )
+    if status >= 400:
         message = data.get("error") if isinstance(data, dict) else None
         if response.status_code == 401:
             has_token = "authorization" in client.headers
@@ -161,14 +230,18 @@ def request(client: httpx.Client, method: str, path: str, **kwargs: Any) -> Any:
                 else f"the server needs a token: set ${TOKEN_ENV} or --token-file"
             )
             message = f"{message or 'unauthorized'} ({hint})"
-        text = (f"server refused {method} {path}: {response.status_code}"
-                f" {message or response.text[:200]}")
-        if response.status_code == 503:
+        detail = message or " ".join(response.text[:200].split())
+        if not isinstance(data, dict):
+            detail = f"{response.reason_phrase} (not JSON: from a proxy in front of cuzk?)"
+        text = f"server refused {method} {path}: {status} {detail}"
+        if status == 503:
             raise _Retryable(text, _retry_after(response))
-        raise CliError(text)
-    if data is None:
-        raise CliError(f"{method} {path}: the server at {client.base_url} did not return JSON")
+        raise Refused(text, status, detail)
     return data
+
+
+_PROXY_STATUSES = frozenset({502, 503, 504})
+"""Statuses a proxy or load balancer in front of cuzk answers in its own format."""
 
 
 def _reason(error: Exception) -> str:

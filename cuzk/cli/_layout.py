@@ -146,11 +146,12 @@ def _piece(col: Column[R], row: dict[str, Text]) -> tuple[str, Text]:
 def _stacked(
     cols: Sequence[Column[R]], cells: Sequence[dict[str, Text]], width: int
 ) -> list[Text]:
-    """Each row as ``header value`` pieces packed into lines, the row's first line unindented."""
+    """Each row as ``header value`` pieces packed into lines, the row's first line unindented;
+    a blank cell (the row continues the one above: a node's second worker) is left out."""
     lines: list[Text] = []
     for row in cells:
-        packed = pack([_piece(c, row) for c in cols], width, INDENT)
-        if packed and packed[0].plain.startswith(INDENT):
+        packed = pack([_piece(c, row) for c in cols if row[c.header].plain], width, INDENT)
+        if packed and packed[0].plain.startswith(INDENT) and row[cols[0].header].plain:
             packed[0] = packed[0][len(INDENT):]
         lines += packed
     return lines

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cuzk.errors import CuzkError
+from cuzk.protocol import ACTIVE_PHASES
 
 if TYPE_CHECKING:  # rich is imported when an error is printed, not at every start
     from rich.console import Console
@@ -27,6 +29,17 @@ def error_console() -> Console:
 
 def plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def human_bytes(n: float | None) -> str:
+    if n is None:
+        return "-"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -77,3 +90,18 @@ def write_text(path: Path, text: str, what: str) -> None:
         path.write_text(text)
     except OSError as e:
         raise OutputError(f"{what} {path}: {e.strerror or e}") from None
+
+
+def now_running(job: Mapping[str, Any]) -> str:
+    """What a job runs now: its first partition in flight, the phase and the prover's step
+    ("p2 proving: MSM B1 done, 2/5 (+3 in flight)"); "" when none is in flight."""
+    parts = job.get("partitions")
+    busy = [p for p in parts if isinstance(p, Mapping) and p.get("phase") in ACTIVE_PHASES
+            and p.get("phase") != "queued_synthesis"] if isinstance(parts, list) else []
+    if not busy:
+        return ""
+    first = busy[0]
+    text = f"p{first.get('index')} {first.get('phase')}"
+    if first.get("step"):
+        text += f": {first['step']}"
+    return text + (f" (+{len(busy) - 1} in flight)" if len(busy) > 1 else "")

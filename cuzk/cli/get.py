@@ -4,13 +4,14 @@ submitted with ``--no-wait`` or by another client)."""
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
-from cuzk.cli._http import CliError, add_server_argument, make_client, request_retrying
-from cuzk.cli._output import check_output_dir, error_console, plural
-from cuzk.cli.submit import RETRY_FOR_SECONDS, out_dir_for, write_proofs
-from cuzk.errors import CuzkError
+from cuzk.cli._client import Run, add_client_arguments, describe_server, run_client
+from cuzk.cli._http import CliError, Refused
+from cuzk.cli._output import check_output_dir, plural
+from cuzk.cli._results import job_result, note_job
+from cuzk.cli.submit import follow, out_dir_for, write_proofs
+from cuzk.protocol import TERMINAL_STATES
 
 
 def register(subparsers: Any) -> None:
@@ -21,7 +22,7 @@ def register(subparsers: Any) -> None:
         " public_<i>.json (snarkjs formats) for each partition, as `cuzk submit` does.",
     )
     p.add_argument("job_id", metavar="JOB_ID", help="the job id `cuzk submit` printed")
-    add_server_argument(p)
+    add_client_arguments(p)
     p.add_argument(
         "--out",
         metavar="DIR",
@@ -33,28 +34,42 @@ def register(subparsers: Any) -> None:
         type=float,
         default=0.0,
         metavar="SECONDS",
-        help="wait up to this long for an unfinished job (default: do not wait)",
+        help="wait up to this long for an unfinished job, showing its partitions finish"
+        " (default: do not wait)",
     )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    console = error_console()
     out_dir = out_dir_for(args.out, args.job_id)
-    try:
+    result = job_result("get", describe_server(args))
+    result["job_id"] = args.job_id
+
+    def body(r: Run) -> int:
         check_output_dir(out_dir, "--out")
-        with make_client(args.server, token_file=args.token_file,
-                         timeout=30.0 + args.wait) as client:
-            params = {"wait": args.wait} if args.wait > 0 else None
-            job = request_retrying(client, "GET", f"/v1/proofs/{args.job_id}",
-                                   RETRY_FOR_SECONDS, params=params)
+        try:
+            job = r.call("GET", f"/v1/proofs/{args.job_id}")
+        except Refused as e:
+            if e.status == 404:
+                raise CliError(f"no job {args.job_id} on the server ({e.detail})") from None
+            raise
+        note_job(result, job)
+        if args.wait > 0 and job["state"] not in TERMINAL_STATES:
+            try:
+                job = follow(r.call, job, str(job.get("proof_kind", "")),
+                             len(job.get("partitions") or []) or 1, r.console, args.wait,
+                             show=not r.json, result=result)
+            except KeyboardInterrupt:
+                r.console.print(f"stopped waiting; job {args.job_id} continues on the server",
+                                highlight=False)
+                return 130
         if job["state"] != "succeeded":
             why = f": {job['error']}" if job.get("error") else ""
-            raise CliError(f"job {args.job_id} is {job['state']}{why}; it has no proofs to write")
-        written = write_proofs(job, out_dir)
-    except (CliError, CuzkError) as e:
-        console.print(f"[bold red]cuzk get:[/] {e}", highlight=False)
-        return 1
-    print(f"job {args.job_id}: {plural(len(written) // 2, 'proof')} written to {out_dir}",
-          file=sys.stdout)
-    return 0
+            more = "" if job["state"] in TERMINAL_STATES else " yet (wait for it: --wait SECONDS)"
+            raise CliError(f"job {args.job_id} is {job['state']}{why}; it has no proofs to"
+                           f" write{more}")
+        written = write_proofs(job, out_dir, result)
+        r.say(f"job {args.job_id}: {plural(len(written) // 2, 'proof')} written to {out_dir}")
+        return 0
+
+    return run_client(args, "get", result, body)

@@ -14,7 +14,8 @@ from cuzk import __version__
 from cuzk.errors import CuzkError, InputError
 
 SUBCOMMANDS = (
-    "serve", "submit", "get", "status", "prove", "keygen", "verify", "circuit", "bench"
+    "serve", "submit", "get", "cancel", "workers", "keys", "status", "prove", "keygen", "verify",
+    "circuit", "bench",
 )
 """Each is ``cuzk.cli.<name>`` exposing ``register(subparsers)``; the parser it adds sets
 ``func(args) -> int``."""

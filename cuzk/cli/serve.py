@@ -90,7 +90,7 @@ def _cluster_engine(config: Config, settings: Any, provider: Any,
     """The engine over the Ray cluster at ``cluster.address``, and its file_sd writer. Ray is
     imported here and nowhere on the single-process path."""
     try:
-        from cuzk.cluster.runtime import cluster_engine
+        from cuzk.cluster.runtime import cluster_engine, executor_of
         from cuzk.cluster.service_discovery import SdWriter
     except ImportError as e:
         raise ClusterUnavailable(
@@ -103,8 +103,9 @@ def _cluster_engine(config: Config, settings: Any, provider: Any,
     except ConnectionError as e:
         raise ClusterUnavailable(f"cannot reach the Ray cluster at {address}: {e}") from None
     head = (f"{config.server.host}:{config.server.port}", "head")
-    writer = SdWriter(engine.prover, config.cluster.sd_file, head).start()
-    log.info("cluster: %d node(s); file_sd targets in %s", len(engine.prover.nodes()),
+    executor = executor_of(engine)
+    writer = SdWriter(executor, config.cluster.sd_file, head).start()
+    log.info("cluster: %d node(s); file_sd targets in %s", len(executor.nodes()),
              config.cluster.sd_file)
     return engine, writer
 

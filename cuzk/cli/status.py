@@ -23,7 +23,7 @@ import termios
 import time
 import tty
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
@@ -36,7 +36,7 @@ from rich.text import Text
 from cuzk import __version__
 from cuzk.cli._http import CliError, add_server_argument, make_client, request
 from cuzk.cli._layout import Column, fit
-from cuzk.cli._output import error_console
+from cuzk.cli._output import error_console, human_bytes, now_running
 from cuzk.cli._pager import Pager, read_keys
 from cuzk.protocol import (
     ACTIVE_PHASES,
@@ -44,7 +44,6 @@ from cuzk.protocol import (
     ClusterWorkerInfo,
     JobInfo,
     KeyInfo,
-    MemoryBudgetInfo,
     NodeInfo,
     StatusInfo,
     WorkerInfo,
@@ -199,17 +198,6 @@ class _Keys:
 # --------------------------------------------------------------------------- formatting
 
 
-def human_bytes(n: float | None) -> str:
-    if n is None:
-        return "-"
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} TiB"
-
-
 def human_seconds(s: float | None) -> str:
     if s is None:
         return "-"
@@ -325,6 +313,7 @@ def _workers(f: Frame) -> RenderableType:
 class NodeRow:
     node: NodeInfo
     worker: ClusterWorkerInfo | None  # None: a node with no worker actor (yet)
+    first: bool  # the node's first row: the only one that names the node and its ledger
 
 
 def _node_state(r: NodeRow) -> Text:
@@ -333,22 +322,34 @@ def _node_state(r: NodeRow) -> Text:
     return Text(r.worker["state"], style=STATE_STYLE.get(r.worker["state"], ""))
 
 
+def _node_cell(cell: Callable[[NodeInfo], str]) -> Callable[[NodeRow], str]:
+    """A node's own value on its first row; blank under it, so a node with several workers
+    reads as one block rather than the same node repeated."""
+    return lambda r: cell(r.node) if r.first else ""
+
+
+def ledger_text(reserved: int, budget: int) -> str:
+    return f"{human_bytes(reserved)} / {human_bytes(budget)}"
+
+
 NODE_COLUMNS: list[Column[NodeRow]] = [
-    Column("node", lambda r: r.node["id"], name=True),
+    Column("node", _node_cell(lambda n: n["id"]), name=True),
+    Column("address", _node_cell(lambda n: n["address"]), keep=35, name=True),
+    Column("role", _node_cell(lambda n: n["role"]), keep=25),
     Column("worker", lambda r: r.worker["id"] if r.worker else "-", name=True),
-    Column("role", lambda r: r.worker["kind"] if r.worker else r.node["role"]),
+    Column("kind", lambda r: r.worker["kind"] if r.worker else "-", keep=15),
     Column("state", _node_state),
     Column("job", lambda r: (r.worker["job_id"] if r.worker else None) or "-", keep=20,
            name=True),
     Column("part", lambda r: "-" if not r.worker or r.worker["partition"] is None
            else str(r.worker["partition"]), keep=30, right=True),
-    Column("reserved", lambda r: human_bytes(r.node["reservations"]["reserved_bytes"]),
+    Column("ledger", _node_cell(lambda n: ledger_text(n["reservations"]["reserved_bytes"],
+                                                      n["reservations"]["budget_bytes"])),
            keep=40, right=True),
-    Column("ledger", lambda r: human_bytes(r.node["reservations"]["budget_bytes"]), keep=40,
-           right=True),
 ]
-"""Cluster nodes (``cuzk serve --cluster``): one row per worker actor, as it answered
-(``unreachable`` when it did not), with its node's ledger in the head."""
+"""Cluster nodes (``cuzk serve --cluster``): a block per node, its id, address, role and
+ledger (reserved / budget, in the head) once, then a row per worker actor as it answered
+(``unreachable`` when it did not)."""
 
 
 def _nodes(f: Frame) -> RenderableType:
@@ -356,7 +357,7 @@ def _nodes(f: Frame) -> RenderableType:
     rows: list[NodeRow] = []
     for n in nodes:
         workers: list[ClusterWorkerInfo | None] = [*n["workers"]] or [None]
-        rows += [NodeRow(n, w) for w in workers]
+        rows += [NodeRow(n, w, i == 0) for i, w in enumerate(workers)]
     return Group(*fit("Cluster nodes", NODE_COLUMNS, rows, f.width)) if rows else Group()
 
 
@@ -409,6 +410,7 @@ JOB_COLUMNS: list[Column[JobInfo]] = [
            right=True),
     Column("priority", lambda j: j["priority"], keep=30),
     Column("slack", lambda j: slack_cell(j), keep=45, right=True),
+    Column("now", lambda j: now_running(j), keep=50),
 ]
 
 
@@ -439,28 +441,53 @@ def slack_cell(job: JobInfo) -> Text:
     return Text(text, style="" if slack is not None else "dim")
 
 
+@dataclass(frozen=True)
+class BudgetLine:
+    name: str
+    reserved: int
+    budget: int
+    waiting: int = 0
+    by_consumer: dict[str, int] = field(default_factory=dict)
+    note: str = ""
+
+
+def _budgets(snapshot: StatusInfo) -> list[BudgetLine]:
+    """The budgets to draw. In a cluster the partitions reserve on their node's ledger, so
+    those come first, one per node, and the head's own budget (request bodies) is named so:
+    shown as "host" it read as an idle machine ("0 B / 21.5 GiB") while the nodes were full."""
+    memory, nodes = snapshot["memory"], snapshot.get("nodes") or []
+    out = [BudgetLine(f"node {n['address']}", n["reservations"]["reserved_bytes"],
+                      n["reservations"]["budget_bytes"]) for n in nodes]
+    for b in [memory, *memory["devices"].values()]:
+        head = bool(nodes) and b is memory
+        out.append(BudgetLine(
+            f"head {b['name']}" if head else b["name"], b["reserved_bytes"], b["budget_bytes"],
+            len(b["waiters"]), b["reserved_by_consumer"],
+            "request bodies; partitions reserve on their node's ledger" if head else ""))
+    return out
+
+
 def _memory(f: Frame) -> RenderableType:
     width = f.width
-    memory = f.snapshot["memory"]
-    budgets: list[MemoryBudgetInfo] = [memory, *memory["devices"].values()]
     bar_width = max(8, min(40, width - 40))
     lines: list[RenderableType] = []
+    budgets = _budgets(f.snapshot)
+    name_width = max(len(b.name) for b in budgets)  # the bars start in one column
     for b in budgets:
-        total, used = b["budget_bytes"], b["reserved_bytes"]
-        frac = used / total if total else 0.0
-        waiting = len(b["waiters"])
-        numbers = f"{human_bytes(used)} / {human_bytes(total)} ({frac * 100:.0f}%)"
-        head = Text(f"{b['name']} ") + _bar(frac, bar_width)
-        tail = Text(numbers) + (Text(f"  {waiting} waiting", style="bold yellow")
-                                if waiting else Text(""))
+        frac = b.reserved / b.budget if b.budget else 0.0
+        numbers = f"{ledger_text(b.reserved, b.budget)} ({frac * 100:.0f}%)"
+        head = Text(f"{b.name.ljust(name_width)} ") + _bar(frac, bar_width)
+        tail = Text(numbers) + (Text(f"  {b.waiting} waiting", style="bold yellow")
+                                if b.waiting else Text(""))
         if head.cell_len + 1 + tail.cell_len <= width - 4:
             lines.append(head + Text(" ") + tail)
         else:
             lines += [head, tail]
-        by = b["reserved_by_consumer"]
-        if by:
-            lines.append(Text(", ".join(f"{k} {human_bytes(v)}" for k, v in sorted(by.items())),
-                              style="dim"))
+        if b.by_consumer:
+            lines.append(Text(", ".join(f"{k} {human_bytes(v)}"
+                                        for k, v in sorted(b.by_consumer.items())), style="dim"))
+        if b.note:
+            lines.append(Text(b.note, style="dim"))
     return Panel(Group(*lines), title="Memory budget", title_align="left", box=box.ROUNDED,
                  expand=False)
 

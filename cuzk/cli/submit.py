@@ -21,16 +21,16 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from cuzk.cli._http import CliError, add_server_argument, make_client, request, request_retrying
-from cuzk.cli._output import check_output_dir, error_console, plural, write_text
+from cuzk.cli._client import Run, add_client_arguments, describe_server, run_client
+from cuzk.cli._http import RETRY_FOR_SECONDS, CliError, request, retrying_caller
+from cuzk.cli._output import check_output_dir, now_running, plural, write_text
+from cuzk.cli._results import JobResult, job_result, note_job
 from cuzk.errors import CuzkError
 from cuzk.protocol import PRIORITIES, TERMINAL_STATES
 
 POLL_WAIT_SECONDS = 0.5
 """Each poll long-polls this long, so completion is seen at once and progress twice a second."""
-RETRY_FOR_SECONDS = 120.0
-"""How long submit and its polls ride out a server that cannot answer now (a drain, a
-restart, a 503 with Retry-After) before giving up."""
+__all__ = ["RETRY_FOR_SECONDS", "follow", "submit", "write_proofs"]
 
 
 def register(subparsers: Any) -> None:
@@ -48,7 +48,7 @@ def register(subparsers: Any) -> None:
         help="JSON inputs: an array with one object per partition, or one object used for"
         " every partition (default: the bundled sample input for KIND, once per partition)",
     )
-    add_server_argument(p)
+    add_client_arguments(p)
     p.add_argument(
         "--out",
         metavar="DIR",
@@ -60,14 +60,6 @@ def register(subparsers: Any) -> None:
         default=None,
         help="idempotency key: a repeat returns the same job (default: a new random one, so a"
         " retried submit never makes a second job)",
-    )
-    p.add_argument(
-        "--retry-for",
-        type=float,
-        default=RETRY_FOR_SECONDS,
-        metavar="SECONDS",
-        help="keep retrying this long while the server is draining, restarting or answers 503"
-        " (default: %(default)g; 0: never retry)",
     )
     p.add_argument(
         "--priority",
@@ -96,13 +88,12 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    console = error_console()
-    try:
-        with make_client(args.server, token_file=args.token_file) as client:
-            return submit(client, args, console=console, out=sys.stdout)
-    except (CliError, CuzkError) as e:
-        console.print(f"[bold red]cuzk submit:[/] {e}", highlight=False)
-        return 1
+    result = job_result("submit", describe_server(args))
+
+    def body(r: Run) -> int:
+        return submit(r.client, args, console=r.console, out=sys.stdout, result=result)
+
+    return run_client(args, "submit", result, body)
 
 
 def _kind_entry(
@@ -209,16 +200,31 @@ def _done(job: dict[str, Any]) -> int:
     return 0
 
 
-def write_proofs(job: dict[str, Any], out_dir: Path) -> list[Path]:
-    """proof_<i>.json and public_<i>.json per partition, as snarkjs writes them."""
+def activity(job: dict[str, Any]) -> str:
+    """The job's state and what runs now ("running · p2 proving: MSM B1 done, 2/5")."""
+    state = str(job.get("state", ""))
+    now = now_running(job)
+    return f"{state} · {now}" if now and state not in TERMINAL_STATES else state
+
+
+def write_proofs(
+    job: dict[str, Any], out_dir: Path, result: JobResult | None = None
+) -> list[Path]:
+    """proof_<i>.json and public_<i>.json per partition, as snarkjs writes them; each pair is
+    listed in ``result`` once written."""
     check_output_dir(out_dir, "--out")
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for i, entry in enumerate(job.get("proofs") or []):
+        pair = []
         for name, key in (("proof", "proof"), ("public", "public")):
             path = out_dir / f"{name}_{i}.json"
             write_text(path, json.dumps(entry[key], indent=1) + "\n", "--out")
             written.append(path)
+            pair.append(str(path))
+        if result is not None:
+            result["out_dir"] = str(out_dir)
+            result["proofs"].append({"partition": i, "proof": pair[0], "public": pair[1]})
     return written
 
 
@@ -231,30 +237,27 @@ def submit(
     args: argparse.Namespace,
     console: Console,
     out: Any = None,
+    result: JobResult | None = None,
 ) -> int:
-    """The whole command over a given client (tests pass one bound to an in-process app)."""
+    """The whole command over a given client (tests pass one bound to an in-process app);
+    ``result`` records what happened for ``--json``."""
     out = out or sys.stdout
+    result = result if result is not None else job_result("submit", str(client.base_url))
+    quiet = bool(getattr(args, "json", False))  # stdout is the JSON object; no bar either
     # Where the proofs go is checked before the job exists, not after it has run.
     check_output_dir(Path(args.out) if args.out else Path("proofs"), "--out")
     # So is the deadline: a bad one is said at once, not after the server was asked.
     deadline = deadline_text(args.deadline) if getattr(args, "deadline", None) else None
     retry_for = float(getattr(args, "retry_for", RETRY_FOR_SECONDS))
-    retried: list[str] = []
-
-    def on_retry(why: str) -> None:
-        if not retried:  # said once, not at every try
-            console.print(f"cuzk submit: {why}; retrying for up to {retry_for:g} s",
-                          highlight=False)
-        retried.append(why)
-
-    def call(method: str, path: str, **kwargs: Any) -> Any:
-        return request_retrying(client, method, path, retry_for, on_retry, **kwargs)
+    call = retrying_caller(client, retry_for, lambda text: console.print(
+        f"cuzk submit: {text}", highlight=False, markup=False))
 
     entry = _kind_entry(client, args.proof_kind, call)
     partitions = int(entry.get("partitions") or 1)
     inputs = build_inputs(args.proof_kind, partitions, args.input, client)
     # Always a request id: a submit retried after a dropped connection finds its first job.
     request_id = args.request_id or f"cuzk-submit-{uuid.uuid4().hex}"
+    result["request_id"], result["proof_kind"] = request_id, args.proof_kind
     body: dict[str, Any] = {"proof_kind": args.proof_kind, "inputs": inputs,
                             "request_id": request_id}
     if args.priority:
@@ -262,62 +265,77 @@ def submit(
     if deadline is not None:
         body["deadline"] = deadline
     job = call("POST", "/v1/proofs", json=body)
+    note_job(result, job)
     job_id = job["id"]
-    print(f"job {job_id} accepted ({args.proof_kind}, {plural(partitions, 'partition')};"
-          f" request id {request_id})", file=out)
+    if not quiet:
+        print(f"job {job_id} accepted ({args.proof_kind}, {plural(partitions, 'partition')};"
+              f" request id {request_id})", file=out)
     if args.no_wait:
         return 0
 
     started = time.monotonic()
     try:
-        with Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("partitions"),
-            TextColumn("{task.fields[state]}"),
-            TimeElapsedColumn(),
-            console=console,
-            transient=False,
-        ) as progress:
-            task = progress.add_task(
-                args.proof_kind, total=partitions, completed=_done(job), state=job["state"]
-            )
-            while job["state"] not in TERMINAL_STATES:
-                if args.timeout is not None and time.monotonic() - started > args.timeout:
-                    progress.stop()
-                    raise CliError(
-                        f"gave up after {args.timeout:g} s; job {job_id} continues on the"
-                        f" server (state {job['state']})"
-                    )
-                job = call(
-                    "GET",
-                    f"/v1/proofs/{job_id}",
-                    params={"wait": POLL_WAIT_SECONDS},
-                    timeout=POLL_WAIT_SECONDS + 30,
-                )
-                progress.update(task, completed=_done(job), state=job["state"])
+        job = follow(call, job, args.proof_kind, partitions, console, args.timeout,
+                     show=not quiet, result=result)
     except KeyboardInterrupt:
-        console.print(
-            f"stopped waiting; job {job_id} continues on the server"
-            f" (cancel it with DELETE /v1/proofs/{job_id})"
-        )
+        console.print(f"stopped waiting; job {job_id} continues on the server (cuzk cancel"
+                      f" {job_id} cancels it)", highlight=False)
         return 130
-
+    if job["state"] not in TERMINAL_STATES:
+        raise CliError(f"gave up after {args.timeout:g} s; job {job_id} continues on the"
+                       f" server (state {job['state']})")
     elapsed = time.monotonic() - started
     if job["state"] != "succeeded":
         why = f": {job['error']}" if job.get("error") else ""
         console.print(f"[bold red]job {job_id} {job['state']}[/]{why}", highlight=False)
+        result["error"] = f"job {job_id} {job['state']}{why}"
         return 1
     out_dir = out_dir_for(args.out, job_id)
     try:
-        write_proofs(job, out_dir)
+        write_proofs(job, out_dir, result)
     except CuzkError as e:
         raise CliError(f"{e}; the proofs stay on the server: cuzk get {job_id} --out DIR") from None
     count = len(job.get("proofs") or [])
-    print(
-        f"job {job_id} succeeded in {elapsed:.1f} s: {plural(count, 'proof')} written to"
-        f" {out_dir}",
-        file=out,
-    )
+    if not quiet:
+        print(f"job {job_id} succeeded in {elapsed:.1f} s: {plural(count, 'proof')} written to"
+              f" {out_dir}", file=out)
     return 0
+
+
+def follow(
+    call: Callable[..., Any],
+    job: dict[str, Any],
+    kind: str,
+    partitions: int,
+    console: Console,
+    timeout: float | None,
+    show: bool = True,
+    result: JobResult | None = None,
+) -> dict[str, Any]:
+    """Poll a job until it ends or ``timeout`` seconds pass (then it is returned unfinished),
+    drawing partitions done on ``console`` when ``show``; ``submit`` and ``get --wait``."""
+    started = time.monotonic()
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("partitions"),
+        TextColumn("{task.fields[state]}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+        disable=not show,
+    ) as progress:
+        task = progress.add_task(kind, total=partitions, completed=_done(job),
+                                 state=activity(job))
+        while job["state"] not in TERMINAL_STATES:
+            left = None if timeout is None else timeout - (time.monotonic() - started)
+            if left is not None and left <= 0:
+                break
+            wait = POLL_WAIT_SECONDS if left is None else max(0.0, min(POLL_WAIT_SECONDS, left))
+            job = call("GET", f"/v1/proofs/{job['id']}", params={"wait": wait},
+                       timeout=wait + 30)
+            if result is not None:
+                note_job(result, job)
+            progress.update(task, completed=_done(job), state=activity(job))
+    return job

@@ -656,7 +656,7 @@ class ClusterExecutor:
             nodes = list(self._nodes.values())
         asked = [(a, a.handle.snapshot.remote()) for n in nodes for a in n.actors]
         ray.wait([r for _, r in asked], num_returns=len(asked), timeout=SNAPSHOT_TIMEOUT_S)
-        answers: dict[int, dict] = {}
+        answers: dict[int, dict[str, Any]] = {}
         for actor, ref in asked:
             # no answer in time: unreachable, never idle
             with contextlib.suppress(GetTimeoutError, RayActorError, RayTaskError):

@@ -1,4 +1,5 @@
-"""A two-node Ray cluster on this machine (tests and ``cuzk bench cluster``; cluster-design.md §4).
+"""A two-node Ray cluster on this machine (tests and ``cuzk bench cluster``;
+docs/cluster-design.md section 4).
 
 Node A (the head): one CPU, resource ``cuzk_cpu_host``. Node B: one CPU and one *logical* GPU
 with no device behind it (the CPU prover, or the scripted one, plays the GPU). Start it only

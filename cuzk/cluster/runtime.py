@@ -6,7 +6,6 @@ import dataclasses
 import logging
 import os
 from collections.abc import Mapping
-from typing import Any
 
 import ray
 from opentelemetry import trace
@@ -15,6 +14,7 @@ from cuzk.cluster import NAMESPACE, PREFETCH_DEPTH
 from cuzk.cluster.actor_tracing import actor_env
 from cuzk.cluster.executor import ClusterExecutor
 from cuzk.cluster.worker import ProverSpec
+from cuzk.engine.backend import ProverBackend
 from cuzk.engine.engine import Engine
 from cuzk.engine.settings import EngineSettings
 from cuzk.errors import CuzkError
@@ -33,7 +33,7 @@ def cluster_engine(
     settings: EngineSettings,
     address: str | None,
     spec: ProverSpec | None = None,
-    local: Any = None,
+    local: ProverBackend | None = None,
     gpu_slots: int | None = None,
     tracer_provider: trace.TracerProvider | None = None,
     prefix: str = "",
@@ -72,11 +72,21 @@ def cluster_engine(
         raise
 
 
+def executor_of(engine: Engine) -> ClusterExecutor:
+    """The cluster executor an engine from :func:`cluster_engine` proves with, typed: the
+    engine sees only the ``ProverBackend`` seam; the head's cluster duties (nodes, resident
+    keys, the service-discovery file) need the executor itself."""
+    executor = engine.prover
+    if not isinstance(executor, ClusterExecutor):
+        raise TypeError(f"not a cluster engine: it proves with {type(executor).__name__}")
+    return executor
+
+
 def adopt_resident_keys(engine: Engine) -> list[str]:
     """After a head restart: enter the keys that GPU workers found by name still hold in the
     head's key table as resident. The worker answers from its resident key (``key_info``), so
     nothing is loaded again; a key of a kind no longer configured is left alone."""
-    executor: Any = engine.prover
+    executor = executor_of(engine)
     adopted = []
     for kind in executor.resident_keys():
         if kind not in engine.settings.proof_kinds:

@@ -29,8 +29,8 @@ from cuzk.engine.settings import EngineSettings
 @dataclass(frozen=True)
 class ProverSpec:
     """How a worker actor builds its prover: ``real`` (``cuzk.prover.real_prover`` with the
-    head's engine settings) or ``scripted`` (``cuzk.testing.ScriptedProver``, for tests and the
-    cluster bench), with ``scripted_delays`` (step -> seconds)."""
+    head's engine settings) or ``scripted`` (``cuzk.simulated_prover.ScriptedProver``, for the
+    cluster's dry runs and tests), with ``scripted_delays`` (step -> seconds)."""
 
     kind: str
     settings: EngineSettings | None = None
@@ -39,17 +39,16 @@ class ProverSpec:
 
     def build(self) -> ProverBackend:
         if self.kind == "scripted":
-            from cuzk.testing import ScriptedKind, ScriptedProver
+            from cuzk.simulated_prover import ScriptedKind, ScriptedProver
 
-            prover: Any = ScriptedProver({k: ScriptedKind(estimate=e)
-                                          for k, e in self.scripted_estimates.items()})
+            scripted = ScriptedProver({k: ScriptedKind(estimate=e)
+                                       for k, e in self.scripted_estimates.items()})
             for step, seconds in self.scripted_delays.items():
-                prover.delay(step, seconds)
-            return prover
+                scripted.delay(step, seconds)
+            return scripted
         from cuzk.prover.real_prover import RealProver
 
-        real: Any = RealProver(self.settings or EngineSettings())  # a ProverBackend
-        return real
+        return RealProver(self.settings or EngineSettings())
 
 
 @dataclass

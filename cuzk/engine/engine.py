@@ -37,8 +37,6 @@ from cuzk.engine.events import (
 )
 from cuzk.engine.jobs import Job, Partition
 from cuzk.engine.journal import (
-    ACCEPTED,
-    ROW_DAMAGED,
     JobRecord,
     Journal,
     JournalError,
@@ -50,6 +48,7 @@ from cuzk.engine.leases import GpuWorker
 from cuzk.engine.memory import MemoryBudget, Reservation
 from cuzk.engine.pipeline import Pipeline
 from cuzk.engine.predict import Item, PhaseEstimates, predict, seed_from
+from cuzk.engine.recovery import JournalRecovery, ensure_recovery_counters
 from cuzk.engine.scheduling import ARRIVAL
 from cuzk.engine.settings import EngineSettings
 from cuzk.engine.snapshot import BudgetView, EngineSnapshot, JobView, KeyView, WaiterView
@@ -82,14 +81,6 @@ RECENT_JOBS = 50
 
 FIGURES = "phase_seconds"
 """The journal's name for the phase-duration estimates kept for the next start."""
-RECOVERY_OUTCOMES = ("resumed", "completed", "failed")
-"""``cuzk_jobs_recovered_total`` outcomes: queued again; every partition was already journaled
-(settled at once, nothing proven again); could not be resumed (its proof kind is gone)."""
-JOURNAL_REJECT_REASONS = ("checksum", "verification")
-"""``cuzk_journal_proofs_rejected_total`` reasons: a journaled partition row failed its checksum
-(or did not parse); its proof failed Groth16 verification with the kind's verification key."""
-VERIFIED_CACHE = 100_000
-"""Journaled proofs (by row checksum) already verified since start: not verified again."""
 MEMORY_WINDOW = 1000
 """With a journal, finished jobs beyond this many are served from the journal, not memory."""
 
@@ -200,13 +191,11 @@ class Engine:
             for phase, seconds in pk.phase_seconds:
                 self.estimates.seed(name, phase, seconds)
         self.deadlines = DeadlineWatch(self._deadline_passed)
-        for kind in s.proof_kinds:
-            for outcome in RECOVERY_OUTCOMES:
-                self.counters.ensure("jobs_recovered", (kind, outcome))
-            for reason in JOURNAL_REJECT_REASONS:
-                self.counters.ensure("journal_proofs_rejected", (kind, reason))
-        self._verified: set[str] = set()  # row checksums whose proofs verified
-        self._reopen_lock = threading.Lock()  # not _submit_lock: submit reads the journal
+        ensure_recovery_counters(self.counters, s.proof_kinds)
+        self.recovery: JournalRecovery | None = None
+        if self.journal is not None:
+            self.recovery = JournalRecovery(self.journal, s, prover, self.counters, self.spans,
+                                            live=self._live, adopt=self._adopt)
         for phase in RETRY_PHASES:
             for reason in RETRY_REASONS:
                 self.counters.ensure("partition_retries", (phase, reason))
@@ -242,8 +231,8 @@ class Engine:
                 return self
             self._running = True
             self._started_at = time.monotonic()
-        if self.journal is not None:
-            self._recover(self.journal)
+        if self.recovery is not None:
+            self._seq = itertools.count(self.recovery.recover())
         self.pipeline.start()
         self.deadlines.start()
         return self
@@ -563,7 +552,7 @@ class Engine:
         if prev is None and self.journal is not None and not self.journal.closed:
             rec = self.journal.latest_for_request(request_id)
             if rec is not None:
-                prev = self._from_journal(rec)
+                prev = self._read_journaled(rec)
         return prev
 
     @staticmethod
@@ -702,157 +691,25 @@ class Engine:
         if job is None and self.journal is not None and not self.journal.closed:
             rec = self.journal.find(job_id)
             if rec is not None:
-                job = self._from_journal(rec)
+                job = self._read_journaled(rec)
         if job is None:
             raise UnknownJob(f"no job with id {job_id!r}")
         return job
 
     # ---- the journal -------------------------------------------------------------------------
 
-    def _restore(self, rec: JobRecord) -> Job:
-        """A journaled job as a Job object (finished ones are served like in-memory ones)."""
-        job = self._job_of(rec)
-        original = span_context_of(rec.span_context)
-        if original is not None and original.trace_flags.sampled:
-            job.trace_id = format(original.trace_id, "032x")
-        # A row whose inputs are damaged still has its partitions (served from their proofs).
-        items = rec.inputs or [{} for _ in range(max(rec.proofs, default=-1) + 1)]
-        for i, item in enumerate(items):
-            p = Partition(job, i, item, self.spans, None)
-            if i in rec.proofs:
-                p.proof = ProofResult(*rec.proofs[i])
-                p.outcome = "done"
-            elif rec.finished:
-                p.outcome = "cancelled"
-            job.partitions.append(p)
-        if rec.finished:
-            job.conclude(rec.state, rec.error)
-            job.finished_at = rec.finished_at
-            job._t_end = job._t0 + ((rec.finished_at or rec.submitted_at) - rec.submitted_at)
-            job._done.set()
-            job.settled.set()
-        return job
+    def _read_journaled(self, rec: JobRecord) -> Job:
+        assert self.recovery is not None  # a record is only read where there is a journal
+        return self.recovery.read(rec)
 
-    def _from_journal(self, rec: JobRecord) -> Job:
-        """A job read from the journal: a finished one whose proofs are intact as is; one with
-        a damaged or unverifiable proof is made unfinished and proven again, never served."""
-        row_damaged = rec.broken == ROW_DAMAGED or (rec.broken is not None and not rec.finished)
-        if row_damaged and self.journal is not None and rec.state != "failed":
-            with self._lock:
-                live = self._jobs.get(rec.id)
-            if live is not None:
-                return live
-            why = f"the journal's record of this job is damaged: {rec.broken}"
-            self.journal.record_settled(rec.id, "failed", why)
-            rec.state, rec.error = "failed", why
-            return self._restore(rec)
-        if not rec.finished or rec.state != "succeeded":
-            return self._restore(rec)
-        damaged = self._check_proofs(rec)
-        if not damaged:
-            return self._restore(rec)
-        with self._reopen_lock:  # one reopening per job, whoever reads it first
-            with self._lock:
-                live = self._jobs.get(rec.id)
-            if live is not None:
-                return live
-            self._reject(rec, damaged)
-            for idx in damaged:
-                rec.proofs.pop(idx, None)
-            if rec.broken is not None:  # nothing to prove them from: the job fails, saying why
-                why = (f"journaled proofs of partition(s) {', '.join(map(str, sorted(damaged)))}"
-                       f" are damaged and cannot be proven again: {rec.broken}; submit the "
-                       "request again")
-                assert self.journal is not None
-                self.journal.record_settled(rec.id, "failed", why)
-                log.error("job %s failed: %s", rec.id, why)
-                rec.state, rec.error = "failed", why
-                return self._restore(rec)
-            rec.state, rec.error, rec.finished_at = ACCEPTED, None, None
-            job = self._resume(rec)
-        log.warning("job %s: %d journaled proof(s) were damaged; proving them again",
-                    rec.id, len(damaged))
-        return job
+    def _live(self, job_id: str) -> Job | None:
+        with self._lock:
+            return self._jobs.get(job_id)
 
-    def _check_proofs(self, rec: JobRecord) -> dict[int, str]:
-        """The partitions of ``rec`` whose journaled proofs must not be served: rows the journal
-        found damaged, and proofs the prover's verification key rejects (where the backend
-        can verify: :meth:`ProverBackend.verify_proof` answers None where it cannot)."""
-        damaged = dict(rec.damaged)
-        for idx, (proof, public) in sorted(rec.proofs.items()):
-            digest = rec.digests.get(idx)
-            if digest is not None and digest in self._verified:
-                continue
-            try:
-                verdict = self.prover.verify_proof(rec.proof_kind, proof, public)
-            except Exception as e:  # no key to verify with: the checksum is all there is
-                log.warning("journaled proof of job %s partition %d not verified: %s",
-                            rec.id, idx, e)
-                continue
-            if verdict is None:  # this prover cannot verify: the checksum is all there is
-                return damaged
-            if not verdict:
-                damaged[idx] = "verification failed"
-            elif digest is not None:
-                if len(self._verified) >= VERIFIED_CACHE:
-                    self._verified.clear()
-                self._verified.add(digest)
-        return damaged
-
-    def _reject(self, rec: JobRecord, damaged: Mapping[int, str]) -> None:
-        """Count and quarantine damaged journaled proofs (their partitions are proven again)."""
-        assert self.journal is not None
-        for idx, why in sorted(damaged.items()):
-            reason = "verification" if why == "verification failed" else "checksum"
-            self.counters.inc("journal_proofs_rejected", (rec.proof_kind, reason))
-            log.error("journal: job %s partition %d: journaled proof rejected (%s), not served",
-                      rec.id, idx, why)
-        self.journal.quarantine(rec.id, damaged)
-
-    def _job_of(self, rec: JobRecord) -> Job:
-        kind = self.settings.proof_kinds.get(rec.proof_kind)
-        job = Job(rec.proof_kind, rec.priority, rec.request_id, rec.attempt, rec.seq,
-                  job_id=rec.id, submitted_at=rec.submitted_at, deadline=rec.deadline,
-                  on_miss=kind.on_deadline_miss if kind is not None else "continue")
-        job.inputs_digest = rec.inputs_digest
-        if rec.finished and rec.deadline is not None and rec.finished_at is not None:
-            job.deadline_missed = rec.finished_at > rec.deadline
-        return job
-
-    def _recover(self, journal: Journal) -> None:
-        """Queue the journal's unfinished jobs again; only unproven partitions are proven
-        (a journaled proof is reused only once its checksum and, where the backend can,
-        its verification pass)."""
-        self._seq = itertools.count(journal.max_seq() + 1)
-        for rec in journal.unfinished():
-            kind = self.settings.proof_kinds.get(rec.proof_kind)
-            why = None
-            if rec.broken is not None:
-                why = f"not resumed after a restart: {rec.broken}"
-            elif kind is None:
-                why = (f"not resumed after a restart: proof kind {rec.proof_kind!r} is no "
-                       "longer configured")
-            elif len(rec.inputs) != kind.partitions:
-                why = (f"not resumed after a restart: proof kind {rec.proof_kind!r} now takes "
-                       f"{kind.partitions} partitions, the job has {len(rec.inputs)}")
-            if why is not None:
-                journal.record_settled(rec.id, "failed", why)
-                self.counters.inc("jobs_recovered", (rec.proof_kind, "failed"))
-                log.warning("job %s %s", rec.id, why)
-                continue
-            damaged = self._check_proofs(rec)
-            if damaged:
-                self._reject(rec, damaged)
-                for idx in damaged:
-                    rec.proofs.pop(idx, None)
-            complete = all(i in rec.proofs for i in range(len(rec.inputs)))
-            self._resume(rec)
-            self.counters.inc("jobs_recovered",
-                              (rec.proof_kind, "completed" if complete else "resumed"))
-
-    def _resume(self, rec: JobRecord) -> Job:
+    def _adopt(self, rec: JobRecord) -> Job:
         """A journaled unfinished job made live: its journaled proofs settled, the rest queued."""
-        job = self._job_of(rec)
+        assert self.recovery is not None
+        job = self.recovery.job_of(rec)
         original = span_context_of(rec.span_context)
         # The client's trace when it sent one, else the original job's: the trace goes on.
         parent = extract_context(rec.traceparent) if rec.traceparent else None

@@ -28,7 +28,8 @@ PhaseListener = Callable[["Partition", str, float], None]
 class PhaseScope:
     """One open phase of one partition; closing removes exactly this scope."""
 
-    __slots__ = ("_closed", "nested_s", "parent", "partition", "phase", "span", "started")
+    __slots__ = ("_closed", "nested_s", "parent", "partition", "phase", "span", "started",
+                 "step")
 
     # ``span`` may be attached after opening (the finalize span starts when a finalizer
     # thread takes the partition, but the phase starts at the GPU hand-off).
@@ -46,6 +47,7 @@ class PhaseScope:
         self.parent = parent  # the scope this one is nested in, if any
         self.nested_s = 0.0  # time spent in scopes nested in this one (closed ones)
         self.started = time.monotonic()
+        self.step: str | None = None  # the prover's step now running, reported in this scope
         self._closed = False
 
     @property
@@ -134,6 +136,23 @@ class Partition:
                 return self._scopes[-1].phase
             return self.outcome or "queued_synthesis"
 
+    def report_step(self, name: str) -> None:
+        """The prover's step now running (``cuzk.progress``), kept on the scope open on top:
+        it ends with that scope, so a step is never shown in a phase it did not run in."""
+        with self._lock:
+            for scope in reversed(self._scopes):
+                if scope.phase != "waiting_memory":
+                    scope.step = name
+                    return
+
+    def read_step(self) -> str | None:
+        """The step reported in the phase now open (None before any, or between phases)."""
+        with self._lock:
+            for scope in reversed(self._scopes):
+                if scope.phase != "waiting_memory":
+                    return scope.step
+            return None
+
     def read_phase(self, memory_waiter: bool) -> str:
         """The phase for a snapshot that read the memory waiters itself.
 
@@ -197,7 +216,7 @@ class Partition:
     def view(self, phase: str | None = None) -> PartitionView:
         return PartitionView(
             self.index, self.phase if phase is None else phase, self.phase_ms(),
-            self.worker_id, self.error)
+            self.worker_id, self.error, self.read_step())
 
 
 class Job:

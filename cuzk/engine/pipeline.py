@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
+from cuzk import progress
 from cuzk.engine.backend import STEP, PhaseLost, ProverBackend, StepContext
 from cuzk.engine.counters import Counters
 from cuzk.engine.events import (
@@ -49,7 +50,8 @@ def _step(p: Partition, span: Any) -> Iterator[None]:
     token = STEP.set(StepContext(p.job.id, p.job.proof_kind, p.index, p.job.priority,
                                  traceparent_of(span)))
     try:
-        yield
+        with progress.reporting(p.report_step):
+            yield
     finally:
         STEP.reset(token)
 

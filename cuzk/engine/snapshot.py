@@ -38,6 +38,7 @@ class PartitionView:
     phase_ms: Mapping[str, float]
     worker: str | None
     error: str | None
+    step: str | None = None
 
     def to_wire(self) -> PartitionInfo:
         return {
@@ -46,6 +47,7 @@ class PartitionView:
             "phase_ms": dict(self.phase_ms),
             "worker": self.worker,
             "error": self.error,
+            "step": self.step,
         }
 
 

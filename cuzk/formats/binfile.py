@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cuzk.curves import Curve, curve_for_scalar_prime, unknown_scalar_prime
 from cuzk.errors import FormatError
 
 _HEADER = 12
@@ -57,6 +58,27 @@ class BinFile:
         if len(found) > 1:
             raise self.error(f"duplicated {label}")
         return found[0]
+
+    def scalar_field(self, hdr: np.ndarray, rest: int) -> tuple[int, Curve]:
+        """The (element size, curve) a header that starts with ``n8 u32, prime[n8]`` declares
+        (.r1cs and .wtns), its size checked against ``4 + n8 + rest`` bytes; a prime of no
+        curve this project proves on is named (BN254 among them) rather than refused blind."""
+        if hdr.shape[0] < 4:
+            raise self.error("header section too short")
+        n8 = read_u32(hdr, 0)
+        if n8 == 0 or n8 % 8:
+            raise self.error(f"field element size {n8} is not a positive multiple of 8")
+        if hdr.shape[0] != 4 + n8 + rest:
+            raise self.error(f"header section is {hdr.shape[0]} bytes for field size {n8}, "
+                             f"expected {4 + n8 + rest}")
+        prime = read_bigint(hdr, 4, n8)
+        try:
+            curve = curve_for_scalar_prime(prime)
+        except KeyError:
+            raise self.error(unknown_scalar_prime(prime)) from None
+        if n8 != curve.n8r:
+            raise self.error(f"field element size {n8} does not match {curve.name} ({curve.n8r})")
+        return n8, curve
 
     def has(self, section_id: int) -> bool:
         return bool(self.sections.get(section_id))

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cuzk.curves import Curve, curve_for_scalar_prime, unknown_scalar_prime
-from cuzk.formats.binfile import BinFile, read_bigint, read_binfile, read_u32, u32_view
+from cuzk.curves import Curve
+from cuzk.formats.binfile import BinFile, read_binfile, read_u32, u32_view
 from cuzk.formats.limbs import limbs_less_than
 
 HEADER, CONSTRAINTS, WIRE_MAP, CUSTOM_GATES_LIST, CUSTOM_GATES_USES = 1, 2, 3, 4, 5
@@ -82,20 +82,7 @@ def read_r1cs(path: str | os.PathLike[str], *, load_constraints: bool = True) ->
     """Read an ``.r1cs`` file; every inconsistency is a FormatError naming the file."""
     bf = read_binfile(path, "r1cs", 1)
     hdr = bf.payload(HEADER, "header")
-    if hdr.shape[0] < 4:
-        raise bf.error("header section too short")
-    n8 = read_u32(hdr, 0)
-    if n8 == 0 or n8 % 8:
-        raise bf.error(f"field element size {n8} is not a positive multiple of 8")
-    if hdr.shape[0] != 32 + n8:
-        raise bf.error(f"header section is {hdr.shape[0]} bytes, expected {32 + n8}")
-    prime = read_bigint(hdr, 4, n8)
-    try:
-        curve = curve_for_scalar_prime(prime)
-    except KeyError:
-        raise bf.error(unknown_scalar_prime(prime)) from None
-    if n8 != curve.n8r:
-        raise bf.error(f"field element size {n8} does not match {curve.name} ({curve.n8r})")
+    n8, curve = bf.scalar_field(hdr, rest=28)  # wires, 3 input counts, labels u64, constraints
     o = 4 + n8
     n_wires, n_pub_out, n_pub_in, n_prv_in = (read_u32(hdr, o + 4 * i) for i in range(4))
     n_labels = int.from_bytes(hdr[o + 16 : o + 24].tobytes(), "little")
@@ -114,7 +101,7 @@ def read_r1cs(path: str | os.PathLike[str], *, load_constraints: bool = True) ->
     return R1CS(
         path=bf.path,
         curve=curve,
-        prime=prime,
+        prime=curve.r,
         n8=n8,
         n_wires=n_wires,
         n_pub_out=n_pub_out,

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cuzk.curves import Curve, curve_for_scalar_prime, unknown_scalar_prime
-from cuzk.formats.binfile import read_bigint, read_binfile, read_u32, u32_view, write_binfile
+from cuzk.curves import Curve
+from cuzk.formats.binfile import read_binfile, read_u32, u32_view, write_binfile
 from cuzk.formats.limbs import limbs_less_than
 
 HEADER, VALUES = 1, 2
@@ -32,20 +32,7 @@ def read_wtns(path: str | os.PathLike[str]) -> Witness:
     """Read a witness file; values are a zero-copy view of the file buffer."""
     bf = read_binfile(path, "wtns", 2)
     hdr = bf.payload(HEADER, "header")
-    if hdr.shape[0] < 4:
-        raise bf.error("header section too short")
-    n8 = read_u32(hdr, 0)
-    if n8 == 0 or n8 % 8 or hdr.shape[0] != 8 + n8:
-        raise bf.error(
-            f"header section is {hdr.shape[0]} bytes for field size {n8}, expected {8 + n8}"
-        )
-    prime = read_bigint(hdr, 4, n8)
-    try:
-        curve = curve_for_scalar_prime(prime)
-    except KeyError:
-        raise bf.error(unknown_scalar_prime(prime)) from None
-    if n8 != curve.n8r:
-        raise bf.error(f"field element size {n8} does not match {curve.name} ({curve.n8r})")
+    n8, curve = bf.scalar_field(hdr, rest=4)  # the value count
     n = read_u32(hdr, 4 + n8)
     payload = bf.payload(VALUES, "witness values", expected_size=n * n8)
     values = u32_view(payload, 0, n * (n8 // 4)).reshape(n, n8 // 4)

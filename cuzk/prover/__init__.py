@@ -27,7 +27,8 @@ if TYPE_CHECKING:
         gpu_phase,
         synthesize,
     )
-    from cuzk.prover.keys import CircuitSizes, ProvingKey
+    from cuzk.prover.key_layout import CircuitSizes
+    from cuzk.prover.keys import ProvingKey
 
 __all__ = [
     "Circuit",

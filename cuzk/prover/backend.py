@@ -39,6 +39,28 @@ class DevicePhase(Protocol):
         ...
 
 
+@runtime_checkable
+class DeviceMemory(Protocol):
+    """A backend with memory of its own (a CUDA device): what the engine sizes the device's
+    budget and a key's residency from, and how telemetry finds the device in NVML. The CPU
+    backend has none; ``isinstance(backend, DeviceMemory)`` tells, checked by mypy at every
+    caller instead of probing attributes by name."""
+
+    device_index: int
+
+    def memory_info(self) -> tuple[int | None, int | None]:
+        """(free, total) bytes of the device, None where the driver does not say."""
+        ...
+
+    def key_device_bytes(self, key: ProvingKey) -> int:
+        """Device bytes the key takes once uploaded (its resident sections and tables)."""
+        ...
+
+    def working_bytes(self, key: ProvingKey) -> int:
+        """Device bytes one GPU phase of this key needs beside the key."""
+        ...
+
+
 def no_cuda(asked_by: str, fallback: str) -> BackendUnavailable:
     """The error for a CUDA backend asked for (``asked_by``: the setting or flag) on a host
     where no CUDA device is usable: why, and the two ways out (the ``gpu`` extra on a GPU host,

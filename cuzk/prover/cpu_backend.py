@@ -6,11 +6,13 @@ built."""
 from __future__ import annotations
 
 import functools
+import threading
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from py_arkworks_bls12381 import G1Point
 
+from cuzk import progress
 from cuzk.prover import native_msm, qap
 from cuzk.prover.cpu_schedule import G2_COST, LongestFirst, Task, cores
 
@@ -64,22 +66,38 @@ class CpuBackend:
         pool = LongestFirst(self.workers)
         w = witness
         wc = w[key.sizes.n_public + 1 :]
+        done = _Countdown(progress.current(), 5)  # the pool's threads report through it
         try:
             def b2(threads: int) -> Any:
-                return key.msm_b2(w, threads)
+                return done(key.msm_b2(w, threads), "B2")
 
+            progress.step("MSMs A, B1, C, B2 with H's NTT")
             pool.add(Task("B2", G2_COST * key.msm_points("B2"), b2))
             for name, scalars in (("C", wc), ("A", w), ("B1", w)):
                 pool.add(Task(name, float(key.msm_points(name)),
-                              functools.partial(_msm_g1, key, name, scalars)))
+                              functools.partial(_msm_g1, key, name, scalars, done)))
             h = self.h_evaluations(key, a, b, c)
-            pool.add(Task("H", float(key.msm_points("H")), lambda t: key.msm_g1("H", h, t)),
-                     last=True)
+            pool.add(Task("H", float(key.msm_points("H")),
+                          lambda t: done(key.msm_g1("H", h, t), "H")), last=True)
         finally:
             results = pool.join()
         return results
 
 
-def _msm_g1(key: Any, name: str, scalars: Any, threads: int) -> Any:
+def _msm_g1(key: Any, name: str, scalars: Any, done: _Countdown, threads: int) -> Any:
     """One G1 MSM of the key's ``name`` section, a task of the longest-first pool."""
-    return key.msm_g1(name, scalars, threads)
+    return done(key.msm_g1(name, scalars, threads), name)
+
+
+class _Countdown:
+    """Reports each MSM of the pool as it ends ("MSM B1 done, 2/5"), from whichever thread."""
+
+    def __init__(self, sink: progress.Sink, total: int) -> None:
+        self._sink, self._total, self._done = sink, total, 0
+        self._lock = threading.Lock()
+
+    def __call__(self, result: Any, name: str) -> Any:
+        with self._lock:
+            self._done += 1
+            self._sink(f"MSM {name} done, {self._done}/{self._total}")
+        return result

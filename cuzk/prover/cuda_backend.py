@@ -521,7 +521,8 @@ class CudaLane:
     def _msm_host(self, resident: _ResidentKey, section: str, scalars: np.ndarray) -> G1Point:
         dev, ev = self._upload_rows(scalars)
         self._compute.wait_event(ev)
-        return self._msm_resident(resident, section, dev)
+        total: G1Point = self._msm_resident(resident, section, dev)
+        return total
 
     @contextmanager
     def _step(self, name: str) -> Iterator[None]:
@@ -800,13 +801,13 @@ def points_rows(section: np.ndarray) -> np.ndarray:
 
 def _section_array(key: Any, section: str) -> np.ndarray:
     """The raw Montgomery rows of a key section: (n, 2, 12) for G1, (n, 2, 2, 12) for B2."""
-    if section in G2_SECTIONS:
-        return key.g2_section_array(section)
-    return key.g1_section_array(section)
+    rows: np.ndarray = (key.g2_section_array(section) if section in G2_SECTIONS
+                        else key.g1_section_array(section))
+    return rows
 
 
 def _check_abc(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> int:
-    n = a.shape[0]
+    n = int(a.shape[0])
     for name, x in (("a", a), ("b", b), ("c", c)):
         if x.shape != (n, 8):
             raise ValueError(f"{name}: expected ({n}, 8) uint32, got {x.shape}")
@@ -820,3 +821,11 @@ def _witness_rows(key: Any) -> int:
     sizes = key.sizes
     n_vars = getattr(sizes, "n_vars", None)
     return int(n_vars) if n_vars is not None else int(key.g1_section_array("A").shape[0])
+
+
+if TYPE_CHECKING:  # mypy checks the device backend against the seams the prover relies on
+    from cuzk.prover.backend import ComputeBackend, DeviceMemory, DevicePhase
+
+    _as_compute: type[ComputeBackend] = CudaBackend
+    _as_device_phase: type[DevicePhase] = CudaBackend
+    _as_device_memory: type[DeviceMemory] = CudaBackend

@@ -14,7 +14,7 @@ from py_arkworks_bls12381 import Scalar
 
 from cuzk.prover import native_msm, qap
 from cuzk.prover.cpu_schedule import cores
-from cuzk.prover.keys import CircuitSizes
+from cuzk.prover.key_layout import CircuitSizes
 
 _FR = 32  # bytes of an Fr element
 _PTR = 8

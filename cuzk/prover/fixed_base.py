@@ -7,7 +7,7 @@ each product is at most 32 additions (~0.7 us / ~2.2 us each), several times fas
 
 from __future__ import annotations
 
-from typing import Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from py_arkworks_bls12381 import G1Point, G2Point
 
@@ -36,7 +36,7 @@ class FixedBaseTable(Generic[P]):
         return acc
 
 
-_TABLES: dict[str, FixedBaseTable] = {}
+_TABLES: dict[str, FixedBaseTable[Any]] = {}
 
 
 def xy_bytes_of_multiples(group: Literal["g1", "g2"], scalars: list[int]) -> bytes:

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point
 
+from cuzk import progress
 from cuzk.errors import FormatError, ProofError, WitnessError
 from cuzk.prover import qap
 from cuzk.prover.backend import ComputeBackend, DevicePhase
@@ -69,7 +70,7 @@ class GpuOutput:
 
 @dataclass
 class Proof:
-    proof: dict
+    proof: dict[str, Any]
     public: list[str]
     verified: bool = field(default=False)
 
@@ -106,11 +107,16 @@ def synthesize_from_witness(
     )
 
 
-def synthesize(key: ProvingKey, circuit: Circuit, inputs: dict, check: bool = True) -> Synthesis:
+def synthesize(
+    key: ProvingKey, circuit: Circuit, inputs: dict[str, Any], check: bool = True
+) -> Synthesis:
     """Step 1: witness generation, then a/b/c. ``check`` tests every constraint (a*b == c)."""
+    progress.step("witness")
     witness = circuit.calculate_witness(inputs)
+    progress.step("a/b/c")
     synth = synthesize_from_witness(key, witness, source=f"witness of {circuit.name}")
     if check:
+        progress.step("constraint check")
         circuit.check_satisfied(witness, synth.abc[2])
     return synth
 
@@ -119,19 +125,20 @@ def gpu_phase(key: ProvingKey, synth: Synthesis, backend: ComputeBackend) -> Gpu
     """Step 2: H and the G1 MSMs. Reads a/b/c; the caller releases them afterwards."""
     a, b, c = synth.abc
     if isinstance(backend, DevicePhase):  # CUDA: witness and H stay on the device
+        progress.step("H and five MSMs on the device")
         ga, gb1, gc, gh, gb2 = backend.device_gpu_phase(key, a, b, c, synth.witness)
         return GpuOutput(a=ga, b1=gb1, c=gc, h=gh, b2=gb2, steps_ms=backend.phase_steps_ms())
     if isinstance(backend, CpuBackend) and backend.scheduled():  # all five MSMs on one pool
         r = backend.all_msms(key, a, b, c, synth.witness)
         return GpuOutput(a=r["A"], b1=r["B1"], c=r["C"], h=r["H"], b2=r["B2"])
+    progress.step("H")
     h = backend.h_evaluations(key, a, b, c)
     w = synth.witness
-    return GpuOutput(
-        a=backend.msm_g1(key, "A", w),
-        b1=backend.msm_g1(key, "B1", w),
-        c=backend.msm_g1(key, "C", w[key.sizes.n_public + 1 :]),
-        h=backend.msm_g1(key, "H", h),
-    )
+    sums = {}
+    for name, scalars in (("A", w), ("B1", w), ("C", w[key.sizes.n_public + 1 :]), ("H", h)):
+        progress.step(f"MSM {name}")
+        sums[name] = backend.msm_g1(key, name, scalars)
+    return GpuOutput(a=sums["A"], b1=sums["B1"], c=sums["C"], h=sums["H"])
 
 
 def finalize(
@@ -146,7 +153,10 @@ def finalize(
     Groth16 proof zero-knowledge (and two proofs of one witness differ)."""
     curve = key.curve
     # Never one thread: the native MSM splits B2 over every core (a device phase brings it).
+    if out.b2 is None:
+        progress.step("MSM B2")
     b2 = out.b2 if out.b2 is not None else key.msm_b2(synth.witness, threads=cores())
+    progress.step("assembly")
     r_val, s_val = secrets.randbelow(curve.r), secrets.randbelow(curve.r)
     r, s = scalar(curve, r_val), scalar(curve, s_val)
     pi_a = out.a + key.alpha1 + key.delta1 * r
@@ -162,6 +172,7 @@ def finalize(
     }
     result = Proof(proof=proof, public=list(synth.public_signals))
     if verify_proof:
+        progress.step("self-verification")
         if not verify(key.verification_key, proof, result.public):
             raise ProofError(
                 "proof failed self-verification: the witness does not satisfy the circuit "

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point
@@ -155,7 +155,7 @@ def _workers(workers: int | None, domain: int) -> int:
 
 
 def _section(
-    curve: Curve, name: str, group: Group, table: FixedBaseTable, scalars: list[int],
+    curve: Curve, name: str, group: Group, table: FixedBaseTable[Any], scalars: list[int],
     tick: Progress,
 ) -> np.ndarray:
     """One point section in this process: ``generator * k`` for each scalar, as the zkey

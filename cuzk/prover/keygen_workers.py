@@ -20,6 +20,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from cuzk.tools import python_module_command
+
 _LEN = 8  # bytes of a message's length prefix
 
 
@@ -63,7 +65,7 @@ class Workers:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         self._procs = [
             subprocess.Popen(
-                [sys.executable, "-m", __name__],
+                python_module_command(__name__),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 env=env,
@@ -81,7 +83,7 @@ class Workers:
             todo.put(i)
         failure: list[str] = []
 
-        def feed(proc: subprocess.Popen) -> None:
+        def feed(proc: subprocess.Popen[bytes]) -> None:
             assert proc.stdin is not None and proc.stdout is not None
             while not failure:
                 try:

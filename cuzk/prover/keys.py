@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,9 @@ from cuzk.prover.key_layout import CircuitSizes, KeyLayout
 from cuzk.prover.msm import msm
 from cuzk.prover.points import g1_from_mont_array, g2_from_mont_array
 from cuzk.prover.verify import VerificationKey
+
+PointConverter = Callable[[Curve, np.ndarray], Sequence[Any]]
+"""Montgomery rows to arkworks points (``g1_from_mont_array`` or ``g2_from_mont_array``)."""
 
 
 def _points_bytes(points: np.ndarray | Sequence[Any]) -> int:
@@ -68,9 +71,9 @@ class KeyPlace:
     path: object
     array: str
 
-    def convert(self, curve: Curve, arr: np.ndarray, convert) -> list:
+    def convert(self, curve: Curve, arr: np.ndarray, convert: PointConverter) -> list[Any]:
         try:
-            return convert(curve, arr)
+            return list(convert(curve, arr))
         except ValueError:
             pass
         # Slow path, only for a broken key: find the first point that does not convert.
@@ -93,7 +96,7 @@ class KeyPlace:
         return error
 
 
-def _header_point(path: object, curve: Curve, name: str, arr: np.ndarray, g2: bool):
+def _header_point(path: object, curve: Curve, name: str, arr: np.ndarray, g2: bool) -> Any:
     if g2:
         (point,) = KeyPlace(path, name).convert(curve, arr.reshape(1, 2, 2, -1), g2_from_mont_array)
     else:
@@ -132,7 +135,9 @@ class PointSection:
     table: native_msm.WindowTable | None = None
 
     @classmethod
-    def from_mont(cls, curve: Curve, arr: np.ndarray, convert, where: KeyPlace) -> PointSection:
+    def from_mont(
+        cls, curve: Curve, arr: np.ndarray, convert: PointConverter, where: KeyPlace
+    ) -> PointSection:
         present = np.asarray(arr.reshape(arr.shape[0], -1).any(axis=1))
         if native_msm.available():
             bad = native_msm.first_bad_point(arr)
@@ -165,7 +170,7 @@ class PointSection:
     def mapped_bytes(self) -> int:
         return int(self.raw.nbytes)
 
-    def msm(self, scalars: np.ndarray, identity, threads: int = 1):
+    def msm(self, scalars: np.ndarray, identity: Any, threads: int = 1) -> Any:
         if self.points is None:
             group = native_msm.msm_g2 if self.raw.ndim == 4 else native_msm.msm_g1
             return group(self.raw, scalars, threads, self.table)

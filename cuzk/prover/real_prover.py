@@ -33,6 +33,7 @@ from cuzk.engine.settings import EngineSettings, ProofKindSettings
 from cuzk.errors import UnknownProofKind
 
 if TYPE_CHECKING:
+    from cuzk.prover.backend import ComputeBackend
     from cuzk.prover.key_layout import KeyLayout
 
 log = logging.getLogger(__name__)
@@ -90,7 +91,7 @@ class RealProver:
 
             raise no_cuda("backend = \"cuda\" (engine.backend, CUZK_ENGINE_BACKEND)",
                           'backend = "auto" or "cpu"')
-        self._backends: dict[str, Any] = {}
+        self._backends: dict[str, ComputeBackend] = {}
         self._lanes: dict[str, LanePool] = {}
         from cuzk.prover.cpu_backend import CpuBackend
 
@@ -119,7 +120,7 @@ class RealProver:
         self._zkeys: dict[str, Path] = {}
         self._circuits: dict[str, Any] = {}
         self._circuits_lock = threading.Lock()
-        self._vks: dict[str, tuple[tuple[str, int, int], dict]] = {}
+        self._vks: dict[str, tuple[tuple[str, int, int], dict[str, Any]]] = {}
         self._layouts: dict[str, tuple[tuple[str, int, int], KeyLayout]] = {}
         self._parsed_vks: dict[str, tuple[tuple[str, int, int], Any]] = {}
         self._input_elements: dict[str, int] = {}
@@ -129,17 +130,22 @@ class RealProver:
         return {device: len(pool.lanes) for device, pool in self._lanes.items()}
 
     def device_memory_bytes(self, device: str) -> int | None:
+        from cuzk.prover.backend import DeviceMemory
+
         backend = self._backends.get(device)
-        if backend is None or not hasattr(backend, "memory_info"):
+        if not isinstance(backend, DeviceMemory):
             return None
         _free, total = backend.memory_info()
         return total
 
     def device_pci_bus_id(self, device: str) -> str | None:
         """The PCI bus id CUDA reports for ``device`` (how telemetry finds it in NVML)."""
-        index = getattr(self._backends.get(device), "device_index", None)
-        if index is None:
+        from cuzk.prover.backend import DeviceMemory
+
+        backend = self._backends.get(device)
+        if not isinstance(backend, DeviceMemory):
             return None
+        index = backend.device_index
         try:
             import cupy
 
@@ -272,7 +278,7 @@ class RealProver:
         return native_msm.tables_wanted(s.msm_precompute, layout.table_bytes,
                                         s.host_budget_bytes())
 
-    def verification_key(self, proof_kind: str) -> dict:
+    def verification_key(self, proof_kind: str) -> dict[str, Any]:
         """The snarkjs verification key (with vk_alphabeta_12) of the zkey this kind is proven
         with, cached until the file changes."""
         from cuzk.prover.keys import read_verification_key
@@ -352,6 +358,7 @@ class RealProver:
         the coefficients): a broken key is a FormatError naming the file and section. Host
         only: ``device_bytes`` is what :meth:`upload_key` will take per device, computed."""
         from cuzk.prover import ProvingKey, estimate_memory
+        from cuzk.prover.backend import DeviceMemory
 
         circuit = self.circuit(proof_kind)
         path = self.zkey_path(proof_kind)
@@ -359,9 +366,8 @@ class RealProver:
         circuit.check_key(key)
         device_bytes = working = 0
         for backend in self._backends.values():
-            if hasattr(backend, "key_device_bytes"):
+            if isinstance(backend, DeviceMemory):
                 device_bytes = max(device_bytes, int(backend.key_device_bytes(key)))
-            if hasattr(backend, "working_bytes"):
                 working = max(working, int(backend.working_bytes(key)))
         est = estimate_memory(key.sizes, gpu_on_host=self.name == "cpu")
         sizes = key.sizes

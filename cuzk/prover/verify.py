@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from py_arkworks_bls12381 import GT, G1Point, G2Point
 
@@ -24,7 +25,7 @@ class VerificationKey:
         return len(self.ic) - 1
 
     @classmethod
-    def from_json(cls, obj: dict) -> VerificationKey:
+    def from_json(cls, obj: dict[str, Any]) -> VerificationKey:
         """Parse snarkjs's verification_key.json; every point is checked to be in its subgroup."""
         if not isinstance(obj, dict):
             raise ValueError("verification key: expected a JSON object")
@@ -53,7 +54,7 @@ class VerificationKey:
             ic=tuple(g1_from_json(curve, p, f"IC[{i}]") for i, p in enumerate(ic)),
         )
 
-    def to_json(self, alphabeta: bool = True) -> dict:
+    def to_json(self, alphabeta: bool = True) -> dict[str, Any]:
         """snarkjs's layout, key for key what ``snarkjs zkey export verificationkey`` writes.
 
         ``vk_alphabeta_12`` (e(alpha, beta), which snarkjs's own verifier does not read but
@@ -76,7 +77,7 @@ class VerificationKey:
         return out
 
 
-def alphabeta_12(curve: Curve, alpha1: G1Point, beta2: G2Point) -> list:
+def alphabeta_12(curve: Curve, alpha1: G1Point, beta2: G2Point) -> list[Any]:
     """e(alpha1, beta2) in snarkjs's ``Gt.toObject`` form: [[c0.c0, c0.c1, c0.c2], [c1.c0, ...]],
     each an Fq2 pair of decimal strings, over the tower Fq2[v]/(v^3 - (1+u)), Fq6[w]/(w^2 - v).
 
@@ -97,7 +98,7 @@ def alphabeta_12(curve: Curve, alpha1: G1Point, beta2: G2Point) -> list:
     return [[[f[k], f[k + 1]] for k in (i, i + 2, i + 4)] for i in (0, 6)]
 
 
-def verify(vk: VerificationKey, proof: dict, public: list) -> bool:
+def verify(vk: VerificationKey, proof: dict[str, Any], public: list[Any]) -> bool:
     """True iff e(A,B) = e(alpha,beta) e(IC(public),gamma) e(C,delta).
 
     Malformed input (wrong count, values outside the field, points off the curve) raises

@@ -475,7 +475,7 @@ def alerts() -> dict[str, list[Rule]]:
     ]
     pipeline = [
         alert("CuzkGpuWorkerIdleWithQueuedWork",
-              "instance_worker:cuzk_gpu_worker_busy:ratio_rate5m < 0.05\n"
+              'instance_worker:cuzk_gpu_worker_busy:ratio_rate5m{role!="head"} < 0.05\n'
               "and on (job, instance)\ninstance:cuzk_gpu_queue_nonempty:ratio5m >= 0.5\n"
               f"unless on (job, instance, device)\n"
               f"max_over_time(cuzk_gpu_workers_paused{{{J}}}[5m]) > 0",
@@ -484,7 +484,9 @@ def alerts() -> dict[str, list[Rule]]:
               "a queue that empties between bursts neither hides a dead worker nor blames a "
               "healthy one. A device paused at any time in the window is the paused alert's "
               "business (its busy share is low because of the pause, and one missed scrape "
-              "must not lift the suppression).",
+              "must not lift the suppression). A cluster head's GPU slots (role=\"head\") are "
+              "dispatch threads, not GPUs: CuzkClusterGpuWorkerIdleWithQueuedWork watches the "
+              "GPU worker actors themselves.",
               for_="5m", severity="critical", dashboard=gpu,
               summary="GPU worker {{ $labels.worker }} on {{ $labels.instance }} is idle while "
               "partitions wait for a GPU",

@@ -1,11 +1,11 @@
 """Cluster tests run inside a private network namespace with only loopback up.
 
-Ray binds the machine's own interface unless it has nothing but ``lo`` (cluster-design.md §4),
-so the Ray cluster of these tests never starts in the test process itself: the selected modules
-run once more, together in one pytest process (sharing one cluster), under ``unshare -n`` (``ip
-link set lo up`` first), and every test here reports the outcome its twin had in there.
-Without Ray, ``unshare`` or the privilege to use it, the tests skip with the reason, and fail
-under ``CI=true``.
+Ray binds the machine's own interface unless it has nothing but ``lo``
+(docs/cluster-design.md section 4), so the Ray cluster of these tests never starts in the test
+process itself: the selected modules run once more, together in one pytest process (sharing one
+cluster), under ``unshare -n`` (``ip link set lo up`` first), and every test here reports the
+outcome its twin had in there. Without Ray, ``unshare`` or the privilege to use it, the tests
+skip with the reason, and fail under ``CI=true``.
 """
 
 from __future__ import annotations

@@ -49,4 +49,33 @@ static inline int cpu_has_fast(void) {
         (hi) = (u64)(z__ >> 64);            \
     } while (0)
 
+/* One multiply-accumulate step of a Montgomery product (CIOS): t += x*y + carry, the high word
+ * to carry. MUL64 and ADDC are whatever the including code path defines (mulx/adx or portable),
+ * as they are expanded where used. Both fields (fp_tmpl.h, fr_tmpl.h) build their rounds on it. */
+#define MONT_MAC(t, x, y, carry)                                 \
+    do {                                                         \
+        u64 hi_, lo_;                                            \
+        MUL64(hi_, lo_, x, y);                                   \
+        hi_ += ADDC(0, (t), lo_, &(t));                          \
+        hi_ += ADDC(0, (t), (carry), &(t));                      \
+        (carry) = hi_;                                           \
+    } while (0)
+/* The interleaved reduction step: dst = src + m*p_j + carry (dst is one word down, the
+ * Montgomery shift), the high word to carry. */
+#define MONT_RED(dst, src, m, pj, carry)                         \
+    do {                                                         \
+        u64 hi_, lo_, x_;                                        \
+        MUL64(hi_, lo_, m, pj);                                  \
+        hi_ += ADDC(0, (src), lo_, &x_);                         \
+        hi_ += ADDC(0, x_, (carry), &(dst));                     \
+        (carry) = hi_;                                           \
+    } while (0)
+
+/* One limb j >= 1 of a round: accumulate a_i*b_j into t, then reduce it into the word below. */
+#define MONT_LIMB(dst, t, ai, bj, m, pj, acc, carry)            \
+    do {                                                         \
+        MONT_MAC(t, ai, bj, acc);                                \
+        MONT_RED(dst, t, m, pj, carry);                          \
+    } while (0)
+
 #endif

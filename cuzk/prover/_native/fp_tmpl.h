@@ -66,39 +66,18 @@ static inline void F(fp_neg)(u64 r[6], const u64 a[6]) {
  * top limb of p is below 2^62, so the running sum never needs an extra carry word. Unrolled over
  * named locals, with explicit carry adds (adc), so the running sum stays in registers. MUL64 is
  * mulx on the fast path, a 64x64->128 multiply otherwise (defined by the includer). */
-#define FP_MAC(t, x, y, carry)                                   \
-    do {                                                         \
-        u64 hi_, lo_;                                            \
-        MUL64(hi_, lo_, x, y);                                   \
-        hi_ += ADDC(0, (t), lo_, &(t));                          \
-        hi_ += ADDC(0, (t), (carry), &(t));                      \
-        (carry) = hi_;                                           \
-    } while (0)
-#define FP_RED(dst, src, m, pj, carry)                           \
-    do {                                                         \
-        u64 hi_, lo_, x_;                                        \
-        MUL64(hi_, lo_, m, pj);                                  \
-        hi_ += ADDC(0, (src), lo_, &x_);                         \
-        hi_ += ADDC(0, x_, (carry), &(dst));                     \
-        (carry) = hi_;                                           \
-    } while (0)
 #define FP_ROUND(ai)                                             \
     do {                                                         \
         u64 A_ = 0, C_ = 0, m_, d_;                              \
-        FP_MAC(t0, ai, b0, A_);                                  \
+        MONT_MAC(t0, ai, b0, A_);                                \
         m_ = t0 * FP_INV;                                        \
-        FP_RED(d_, t0, m_, FP_P[0], C_);                         \
+        MONT_RED(d_, t0, m_, FP_P[0], C_);                       \
         (void)d_;                                                \
-        FP_MAC(t1, ai, b1, A_);                                  \
-        FP_RED(t0, t1, m_, FP_P[1], C_);                         \
-        FP_MAC(t2, ai, b2, A_);                                  \
-        FP_RED(t1, t2, m_, FP_P[2], C_);                         \
-        FP_MAC(t3, ai, b3, A_);                                  \
-        FP_RED(t2, t3, m_, FP_P[3], C_);                         \
-        FP_MAC(t4, ai, b4, A_);                                  \
-        FP_RED(t3, t4, m_, FP_P[4], C_);                         \
-        FP_MAC(t5, ai, b5, A_);                                  \
-        FP_RED(t4, t5, m_, FP_P[5], C_);                         \
+        MONT_LIMB(t0, t1, ai, b1, m_, FP_P[1], A_, C_);          \
+        MONT_LIMB(t1, t2, ai, b2, m_, FP_P[2], A_, C_);          \
+        MONT_LIMB(t2, t3, ai, b3, m_, FP_P[3], A_, C_);          \
+        MONT_LIMB(t3, t4, ai, b4, m_, FP_P[4], A_, C_);          \
+        MONT_LIMB(t4, t5, ai, b5, m_, FP_P[5], A_, C_);          \
         t5 = C_ + A_;                                            \
     } while (0)
 
@@ -123,8 +102,6 @@ static inline void F(fp_mul)(u64 r[6], const u64 a[6], const u64 b[6]) {
 }
 
 #undef FP_ROUND
-#undef FP_RED
-#undef FP_MAC
 
 static inline void F(fp_sqr)(u64 r[6], const u64 a[6]) { F(fp_mul)(r, a, a); }
 

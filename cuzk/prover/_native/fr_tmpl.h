@@ -42,35 +42,16 @@ static inline void F(fr_sub)(u64 r[4], const u64 a[4], const u64 b[4]) {
 
 /* Montgomery product a*b/R mod r (CIOS with the reduction interleaved). r's top limb is below
  * 2^63 - 1, so the running sum needs no extra carry word (as in fp_tmpl.h). */
-#define FR_MAC(t, x, y, carry)                                   \
-    do {                                                         \
-        u64 hi_, lo_;                                            \
-        MUL64(hi_, lo_, x, y);                                   \
-        hi_ += ADDC(0, (t), lo_, &(t));                          \
-        hi_ += ADDC(0, (t), (carry), &(t));                      \
-        (carry) = hi_;                                           \
-    } while (0)
-#define FR_RED(dst, src, m, pj, carry)                           \
-    do {                                                         \
-        u64 hi_, lo_, x_;                                        \
-        MUL64(hi_, lo_, m, pj);                                  \
-        hi_ += ADDC(0, (src), lo_, &x_);                         \
-        hi_ += ADDC(0, x_, (carry), &(dst));                     \
-        (carry) = hi_;                                           \
-    } while (0)
 #define FR_ROUND(ai)                                             \
     do {                                                         \
         u64 A_ = 0, C_ = 0, m_, d_;                              \
-        FR_MAC(t0, ai, b0, A_);                                  \
+        MONT_MAC(t0, ai, b0, A_);                                \
         m_ = t0 * FR_INV;                                        \
-        FR_RED(d_, t0, m_, FR_P[0], C_);                         \
+        MONT_RED(d_, t0, m_, FR_P[0], C_);                       \
         (void)d_;                                                \
-        FR_MAC(t1, ai, b1, A_);                                  \
-        FR_RED(t0, t1, m_, FR_P[1], C_);                         \
-        FR_MAC(t2, ai, b2, A_);                                  \
-        FR_RED(t1, t2, m_, FR_P[2], C_);                         \
-        FR_MAC(t3, ai, b3, A_);                                  \
-        FR_RED(t2, t3, m_, FR_P[3], C_);                         \
+        MONT_LIMB(t0, t1, ai, b1, m_, FR_P[1], A_, C_);          \
+        MONT_LIMB(t1, t2, ai, b2, m_, FR_P[2], A_, C_);          \
+        MONT_LIMB(t2, t3, ai, b3, m_, FR_P[3], A_, C_);          \
         t3 = C_ + A_;                                            \
     } while (0)
 
@@ -93,8 +74,6 @@ static inline void F(fr_mul)(u64 r[4], const u64 a[4], const u64 b[4]) {
 }
 
 #undef FR_ROUND
-#undef FR_RED
-#undef FR_MAC
 
 /* base^e (Montgomery in and out). */
 static void F(fr_pow)(u64 r[4], const u64 base[4], u64 e) {

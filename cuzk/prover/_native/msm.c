@@ -85,21 +85,7 @@ static void signed_digits(const u64 *scalars, const uint32_t *rows, size_t m, in
 
 /* ---- portable path ---- */
 #define ARCH _portable
-#include "fp_tmpl.h"
-#define CURVE g1
-#define FEPFX fp_
-#define NW 6
-#include "curve_tmpl.h"
-#undef CURVE
-#undef FEPFX
-#undef NW
-#define CURVE g2
-#define FEPFX fp2_
-#define NW 12
-#include "curve_tmpl.h"
-#undef CURVE
-#undef FEPFX
-#undef NW
+#include "msm_arch.h"
 #undef ARCH
 
 /* ---- BMI2/ADX path ---- */
@@ -111,22 +97,8 @@ static void signed_digits(const u64 *scalars, const uint32_t *rows, size_t m, in
 #include "fp_mulx_asm.h"
 #define FP_MUL_ASM fp_mul_mulx
 #define ARCH _adx
-#include "fp_tmpl.h"
+#include "msm_arch.h"
 #undef FP_MUL_ASM
-#define CURVE g1
-#define FEPFX fp_
-#define NW 6
-#include "curve_tmpl.h"
-#undef CURVE
-#undef FEPFX
-#undef NW
-#define CURVE g2
-#define FEPFX fp2_
-#define NW 12
-#include "curve_tmpl.h"
-#undef CURVE
-#undef FEPFX
-#undef NW
 #undef ARCH
 #pragma GCC pop_options
 #else

@@ -24,7 +24,7 @@ from cuzk.config import Config, ServerConfig, TelemetryConfig
 from cuzk.engine.engine import Engine
 from cuzk.errors import WitnessError
 from cuzk.protocol_requests import MAX_WAIT_SECONDS
-from cuzk.testing import ScriptedProver
+from cuzk.simulated_prover import ScriptedProver
 
 # Starlette's TestClient nags about httpx and per-request timeouts; neither matters here.
 pytestmark = pytest.mark.filterwarnings("ignore::starlette.exceptions.StarletteDeprecationWarning")

@@ -14,7 +14,7 @@ from cuzk.api.app import create_app
 from cuzk.api.auth import BearerAuth, resolve_token
 from cuzk.config import Config, ConfigError, ServerConfig, load_config
 from cuzk.engine.engine import Engine
-from cuzk.testing import ScriptedProver
+from cuzk.simulated_prover import ScriptedProver
 
 pytestmark = pytest.mark.filterwarnings("ignore::starlette.exceptions.StarletteDeprecationWarning")
 

@@ -10,7 +10,7 @@ import pytest
 
 from cuzk.engine.engine import Engine
 from cuzk.engine.settings import ProofKindSettings as K
-from cuzk.testing import make_test_engine
+from tests._doubles import make_test_engine
 
 FIGS = (("synthesizing", 0.0), ("proving", 5.0), ("finalizing", 0.0))
 

@@ -14,7 +14,8 @@ from starlette.testclient import TestClient
 
 from cuzk.api.app import create_app
 from cuzk.config import Config
-from cuzk.testing import ScriptedProver, make_test_engine, wait_until
+from cuzk.simulated_prover import ScriptedProver
+from tests._doubles import make_test_engine, wait_until
 
 pytestmark = pytest.mark.filterwarnings("ignore::starlette.exceptions.StarletteDeprecationWarning")
 

@@ -18,7 +18,7 @@ from cuzk.config import Config
 from cuzk.engine.engine import Engine
 from cuzk.engine.settings import EngineSettings, ProofKindSettings
 from cuzk.prover.real_prover import RealProver
-from cuzk.testing import ScriptedProver
+from cuzk.simulated_prover import ScriptedProver
 
 pytestmark = pytest.mark.filterwarnings("ignore::starlette.exceptions.StarletteDeprecationWarning")
 

@@ -16,7 +16,7 @@ from cuzk.api.server import uvicorn_config
 from cuzk.config import Config, ServerConfig
 from cuzk.engine.engine import Engine
 from cuzk.serve_process import uvicorn_in_thread
-from cuzk.testing import ScriptedProver
+from cuzk.simulated_prover import ScriptedProver
 from tests.cuzk.api.test_api_limits import metric_value, wait_for
 
 SUBMIT = {"proof_kind": "winning-post", "inputs": [{"tag": "1"}]}

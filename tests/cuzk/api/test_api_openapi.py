@@ -13,7 +13,8 @@ from cuzk.api.openapi import OPERATIONS, Operation, Reply, openapi_schema
 from cuzk.api.validation import PROOF_QUERY, SUBMIT
 from cuzk.protocol import JOB_STATES, PARTITION_PHASES, PRIORITIES, WORKER_STATES, JobInfo
 from cuzk.protocol_requests import MAX_REQUEST_ID_CHARS, MAX_WAIT_SECONDS
-from cuzk.testing import ScriptedProver, wait_until
+from cuzk.simulated_prover import ScriptedProver
+from tests._doubles import wait_until
 
 PACKAGE = Path(__file__).resolve().parents[3] / "cuzk"
 DOCUMENT = functools.cache(openapi_schema)  # generated once for the tests that only read it

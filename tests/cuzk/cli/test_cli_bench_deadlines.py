@@ -1,61 +1,52 @@
-"""``cuzk bench deadlines``: the plan offers the load asked for; one short run prints figures."""
+"""``cuzk bench deadlines`` prints each configuration's table, marks a run the driver made
+invalid, refuses bad options in one line, and runs as a user runs it."""
 
 from __future__ import annotations
 
-import pytest
+import json
+import subprocess
+import sys
 
-from cuzk.cli import bench_deadlines as b
+from cuzk.bench.deadlines import LAG_BOUND_S, Run
+from cuzk.cli.bench_deadlines import table
 
-
-@pytest.mark.parametrize("load", [0.7, 0.9, 1.1])
-def test_the_plan_offers_the_load_asked_for(load):
-    hours = 6.0
-    plan = b.arrivals(hours, load, seed=3)
-    offered = sum(b.gpu_seconds(a.kind) for a in plan) / (b.GPU_WORKERS * hours * 3600)
-    assert offered == pytest.approx(load, rel=0.15)
-    wp = [a for a in plan if a.kind == "window-post"]
-    # each partition arrives between its challenge (40 min before the close) and its close
-    assert all(a.deadline is not None and
-               a.deadline - b.WINDOW_SPAN_S < a.at < a.deadline for a in wp)
-    assert {(a.deadline - b.WINDOW_SPAN_S - 60.0) % b.WINDOW_EVERY_S for a in wp} == {0.0}
-    assert all(a.deadline is None for a in plan if a.kind in b.BACKGROUND)
-    assert [a.at for a in plan] == sorted(a.at for a in plan)
+LABELS = ("winning-post missed/submitted", "winning-post p99 s", "GPU busy fraction",
+          "background GPU-s/s", "pred. |err| p50/p95 s", "driver lag p99/max s",
+          "valid (no miss the driver caused)", "winning-post refused/at risk")
 
 
-def test_window_post_arrives_out_of_deadline_order_and_some_deadlines_are_empty():
-    """What arrival order gets wrong: a straggler of one deadline after the next one's work."""
-    plan = b.arrivals(6.0, 0.9, seed=3)
-    wp = [a for a in plan if a.kind == "window-post"]
-    assert any(c.deadline > a.deadline for i, a in enumerate(wp) for c in wp[:i])
-    closes = {a.deadline for a in wp}
-    assert len(closes) < 12  # 6 hours hold 12 closes; an empty deadline submits nothing
+def _cuzk(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "cuzk.cli.main", *args], capture_output=True,
+                          text=True, timeout=120)
 
 
-def test_a_run_whose_driver_fell_behind_says_it_is_invalid():
-    """Misses the harness caused are not reported as the scheduler's: the run is marked."""
-    late_but_met = b.Run("new", wall_model_s=10.0, lags=[0.0, b.LAG_BOUND_S + 0.5])
-    late_and_missed = b.Run("old", wall_model_s=10.0, lags=[0.0, b.LAG_BOUND_S + 0.5],
-                            missed={"winning-post": 1}, missed_late_submit=1)
-    assert late_but_met.figures()["valid"] and not late_and_missed.figures()["valid"]
-    assert late_but_met.figures()["late_submits"] == 1
-    lines = b.table("t", [late_but_met, late_and_missed]).splitlines()
+def test_a_run_whose_driver_fell_behind_is_marked_in_the_table():
+    late_but_met = Run("new", wall_model_s=10.0, lags=[0.0, LAG_BOUND_S + 0.5])
+    late_and_missed = Run("old", wall_model_s=10.0, lags=[0.0, LAG_BOUND_S + 0.5],
+                          missed={"winning-post": 1}, missed_late_submit=1)
+    lines = table("t", [late_but_met, late_and_missed]).splitlines()
     assert next(x for x in lines if x.startswith("valid")).split()[-2:] == ["yes", "NO"]
     assert next(x for x in lines if x.startswith("submits >")).split()[-4:] == [
         "1", "(0)", "1", "(1)"]
 
 
-def test_one_short_run_prints_every_figure():
-    lines: list[str] = []
-    figures = b.run_bench(hours=0.1, scale=1 / 1000, seed=1, loads=[0.7],
-                          scenarios=["bundled"], orders=["old", "new"], echo=lines.append)
-    run = figures["runs"]["bundled/70%"]
-    assert set(run) == {"old", "new"}
-    for f in run.values():
-        assert f["submitted"]["winning-post"] + f["submitted"].get("window-post", 0) > 0
-        assert 0 < f["gpu_busy"] <= 1.0
-        assert len({"driver_lag_p99_s", "driver_lag_max_s", "valid"} & set(f)) == 3
-    text = "\n".join(lines)
-    for label in ("winning-post missed/submitted", "winning-post p99 s", "GPU busy fraction",
-                  "background GPU-s/s", "pred. |err| p50/p95 s", "driver lag p99/max s",
-                  "valid (no miss the driver caused)", "winning-post refused/at risk"):
-        assert label in text
+def test_one_short_run_on_the_command_line_prints_every_figure(tmp_path):
+    out = tmp_path / "figures.json"
+    proc = _cuzk("bench", "deadlines", "--hours", "0.1", "--scale", "0.001", "--loads", "0.7",
+                 "--scenarios", "bundled", "--orders", "old,new", "--json", str(out))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("  bundled priorities, load 70%, old order:")
+    assert lines[1].startswith("  bundled priorities, load 70%, new order:")
+    assert lines[2] == "bundled/70%" and lines[3].split() == ["old", "new"]
+    for label in LABELS:
+        assert any(label in line for line in lines), label
+    assert set(json.loads(out.read_text())["runs"]["bundled/70%"]) == {"old", "new"}
+
+
+def test_a_bad_order_is_one_line_and_exit_2():
+    proc = _cuzk("bench", "deadlines", "--orders", "sideways")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stdout.strip().splitlines() == [
+        "cuzk bench deadlines: --scenarios takes bundled,flat; --orders takes "
+        "old,new,new-nopreempt; --loads fractions in (0, 5); --hours and --scale positive"]

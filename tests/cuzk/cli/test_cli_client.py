@@ -19,7 +19,7 @@ from cuzk.cli import submit as submit_cmd
 from cuzk.cli._http import CliError
 from cuzk.cli.main import main
 from cuzk.engine.engine import Engine
-from cuzk.testing import ScriptedProver
+from cuzk.simulated_prover import ScriptedProver
 
 # Starlette's TestClient nags about httpx and per-request timeouts; neither matters here.
 pytestmark = pytest.mark.filterwarnings("ignore::starlette.exceptions.StarletteDeprecationWarning")

@@ -1,6 +1,6 @@
-"""``cuzk status`` and ``cuzk submit`` are HTTP clients: starting them imports no prover, no
-numba, no engine and no server. (Their import time, ``python -X importtime -c "import
-cuzk.cli.status"``, is a figure to measure, not to assert here.)"""
+"""``cuzk status``, ``cuzk submit`` and the other server verbs are HTTP clients: starting them
+imports no prover, no numba, no engine and no server. (Their import time, ``python -X
+importtime -c "import cuzk.cli.status"``, is a figure to measure, not to assert here.)"""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ SERVER_SIDE = ("numba", "cuzk.prover", "kernels", "cuzk.engine", "cuzk.telemetry
                "pydantic", "wasmtime", "py_arkworks_bls12381", "numpy")
 
 
-@pytest.mark.parametrize("command", ["status", "submit", "get"])
+@pytest.mark.parametrize("command", ["status", "submit", "get", "cancel", "workers", "keys"])
 def test_client_commands_import_nothing_of_the_server(command: str) -> None:
     code = (
         "import json, sys\n"

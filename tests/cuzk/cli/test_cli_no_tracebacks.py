@@ -79,7 +79,8 @@ def _closed_pipe() -> int:
 
 
 def test_a_reader_gone_ends_the_command_quietly(tmp_path: Path, server_url: str):
-    for args in (["serve", "--print-config"], ["status", "--json", "--server", server_url]):
+    for args in (["serve", "--print-config"], ["status", "--json", "--server", server_url],
+                 ["workers", "resume", "--json", "--server", server_url]):
         write = _closed_pipe()
         try:
             proc = _cuzk(tmp_path, *args, stdout=write)

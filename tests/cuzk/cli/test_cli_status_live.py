@@ -22,7 +22,7 @@ from cuzk.cli import status as status_cmd
 from cuzk.cli._pager import Pager, read_keys
 from cuzk.config import Config
 from cuzk.serve_process import uvicorn_in_thread
-from cuzk.testing import make_test_engine
+from tests._doubles import make_test_engine
 from tests._tools import require_tool
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from cuzk.cli import status as status_cmd
 from cuzk.cli._layout import WRAP_MARK, Column
-from cuzk.testing import make_test_engine
+from tests._doubles import make_test_engine
 
 LONG_KIND = "snap-update-32gib-sealed-" + "x" * 29 + "-custom.v2"  # the longest name allowed
 OTHER_LONG = "window-post-" + "y" * 52

@@ -15,7 +15,7 @@ from cuzk.cluster.actor_tracing import ActorTracer, actor_env, carrier_of
 from cuzk.engine.backend import STEP
 from cuzk.engine.engine import Engine
 from cuzk.engine.settings import EngineSettings, ProofKindSettings
-from cuzk.testing import ScriptedProver
+from cuzk.simulated_prover import ScriptedProver
 
 
 def _tracer(worker: str, env: dict[str, str]) -> tuple[ActorTracer, InMemorySpanExporter]:

@@ -16,7 +16,7 @@ import pytest
 from cuzk.engine.backend import ProverBackend
 from cuzk.engine.engine import Engine
 from cuzk.engine.settings import EngineSettings
-from cuzk.testing import ScriptedProver
+from cuzk.simulated_prover import ScriptedProver
 
 ENGINE_DIR = Path(__file__).resolve().parents[3] / "cuzk" / "engine"
 MEMBERS = {n for n in dir(ProverBackend) if not n.startswith("_")} | {"name", "devices"}
@@ -79,7 +79,7 @@ def test_an_engine_over_the_scripted_prover_loads_no_real_prover():
         "import sys\n"
         "from cuzk.engine import Engine\n"
         "from cuzk.engine.settings import EngineSettings\n"
-        "from cuzk.testing import ScriptedProver\n"
+        "from cuzk.simulated_prover import ScriptedProver\n"
         "Engine(EngineSettings(), ScriptedProver())\n"
         "heavy = ('numba', 'wasmtime', 'cuzk.prover', 'kernels', 'cupy')\n"
         "print(sorted(m for m in sys.modules if m.startswith(heavy)))\n"

@@ -19,7 +19,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from cuzk.protocol import TERMINAL_STATES
-from cuzk.testing import make_test_engine, metrics_of
+from tests._doubles import make_test_engine, metrics_of
 
 KINDS = {"porep-c2": (3, "normal"), "winning-post": (1, "critical")}
 N_JOBS = 300

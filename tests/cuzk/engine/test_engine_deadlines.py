@@ -11,7 +11,8 @@ import pytest
 from cuzk.engine.journal import SCHEMA_VERSION, Journal
 from cuzk.engine.settings import ProofKindSettings as K
 from cuzk.errors import DeadlineInfeasible, InputError
-from cuzk.testing import make_test_engine, wait_until
+from tests._doubles import make_test_engine, wait_until
+from tests.cuzk.engine._scenarios import give_way_engine, run_give_way
 
 KINDS = {
     "bg": (1, "normal"),
@@ -226,23 +227,9 @@ def test_a_critical_partition_preempts_lower_class_synthesis_for_memory():
 def test_a_memory_wait_gives_its_thread_to_an_earlier_deadline_of_the_same_class():
     """One synthesis thread waits for memory for a far deadline; a nearer deadline of the same
     class arrives: the thread gives way (it held nothing), so the near one is granted first."""
-    engine, prover, _ = make_test_engine(
-        {k: K(k, 1, "normal") for k in ("held", "far", "near")},
-        memory_budget_bytes=2 * 1000 + 100, synthesis_threads=1)
+    engine, prover, _ = give_way_engine()
     with engine:
-        for k in ("held", "far"):  # no idle key to evict for far's partition: it waits
-            engine.preload(k)
-        engine.pause_workers()
-        now = time.time()
-        held = engine.submit("held", [{"tag": "h"}], deadline=now + 120)  # holds the memory
-        assert wait_until(lambda: len(engine.pipeline.gpu_queue) == 1)
-        far = engine.submit("far", [{"tag": "f"}], deadline=now + 90)
-        assert wait_until(lambda: engine.host_budget.waiters == 1)
-        near = engine.submit("near", [{"tag": "n"}], deadline=now + 60)
-        assert wait_until(lambda: engine.counters.get("synthesis_preempted").get("far", 0) == 1)
-        engine.resume_workers()
-        for job in (held, far, near):
-            assert engine.wait(job.id, 10).state == "succeeded"
+        run_give_way(engine)
         synth = [tag for step, ev, tag in prover.events if step == "synthesize" and ev == "start"]
         assert synth == ["h", "n", "f"]
 

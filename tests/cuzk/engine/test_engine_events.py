@@ -20,7 +20,7 @@ from cuzk.engine.events import (
     WorkersPaused,
 )
 from cuzk.engine.snapshot import EngineSnapshot
-from cuzk.testing import make_test_engine, wait_until
+from tests._doubles import make_test_engine, wait_until
 
 KINDS = {"porep-c2": (3, "normal"), "winning-post": (1, "critical")}
 APPLICATION_ONLY = ("prometheus_client", "opentelemetry.sdk", "starlette", "uvicorn", "numba",

@@ -21,7 +21,8 @@ from cuzk.engine.journal import (
     JournalLost,
     proof_digest,
 )
-from cuzk.testing import ScriptedProver, make_test_engine, wait_until
+from cuzk.simulated_prover import ScriptedProver
+from tests._doubles import make_test_engine, wait_until
 
 KINDS = {"porep-c2": (3, "normal"), "window-post": (1, "high")}
 

@@ -14,7 +14,7 @@ from opentelemetry.trace import StatusCode
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from cuzk.engine.events import PartitionPhaseEnded
-from cuzk.testing import make_test_engine, metrics_of, wait_until
+from tests._doubles import make_test_engine, metrics_of, wait_until
 
 KINDS = {"pair": (2, "normal")}
 HOLD_S = 0.3

@@ -11,7 +11,7 @@ from cuzk.engine.backend import KeyHandle, PartitionMemory
 from cuzk.engine.keys import CONSUMER, KeyResidency
 from cuzk.engine.memory import MemoryBudget
 from cuzk.errors import PartitionTooLarge
-from cuzk.testing import ScriptedKind, ScriptedProver
+from cuzk.simulated_prover import ScriptedKind, ScriptedProver
 
 KEY_DEVICE = 500
 

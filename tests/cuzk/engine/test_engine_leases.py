@@ -4,7 +4,7 @@ must not read as idle."""
 
 from __future__ import annotations
 
-from cuzk.testing import make_test_engine, metrics_of, wait_until
+from tests._doubles import make_test_engine, metrics_of, wait_until
 
 KINDS = {"winning-post": (1, "critical")}
 RISE_S = 0.05  # how far each reading must climb while the lease stays open

@@ -13,7 +13,8 @@ import pytest
 
 from cuzk.engine.backend import PartitionMemory
 from cuzk.errors import MemoryRequestTooLarge
-from cuzk.testing import ScriptedKind, ScriptedProver, make_test_engine, wait_until
+from cuzk.simulated_prover import ScriptedKind, ScriptedProver
+from tests._doubles import make_test_engine, wait_until
 
 # (key host bytes, partition bytes, abc bytes): measured from the bundled keys (backend cpu).
 FIGURES = {

@@ -17,7 +17,8 @@ from cuzk.engine.backend import PartitionMemory
 from cuzk.engine.memory import MemoryBudget
 from cuzk.errors import PartitionTooLarge
 from cuzk.protocol import PRIORITIES
-from cuzk.testing import ScriptedKind, ScriptedProver, make_test_engine, wait_until
+from cuzk.simulated_prover import ScriptedKind, ScriptedProver
+from tests._doubles import make_test_engine, wait_until
 
 BOUND_S = 20.0
 

@@ -13,7 +13,8 @@ import pytest
 from cuzk.engine.backend import PartitionMemory
 from cuzk.engine.keys import KeyResidency
 from cuzk.engine.memory import MemoryBudget
-from cuzk.testing import ScriptedKind, ScriptedProver, make_test_engine, wait_until
+from cuzk.simulated_prover import ScriptedKind, ScriptedProver
+from tests._doubles import make_test_engine, wait_until
 
 BOUND_S = 10.0
 

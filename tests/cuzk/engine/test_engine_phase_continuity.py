@@ -10,42 +10,64 @@ from typing import Any
 
 import pytest
 
+from cuzk.engine.backend import PhaseLost
 from cuzk.engine.jobs import Partition
-from cuzk.testing import make_test_engine
+from tests._doubles import make_test_engine
+from tests.cuzk.engine._scenarios import give_way_engine, run_give_way
 
 ORDER = {"queued_synthesis": 0, "synthesizing": 1, "waiting_memory": 1, "queued_gpu": 2,
          "proving": 3, "finalizing": 4}
 KINDS = {"porep-c2": (3, "normal"), "winning-post": (1, "critical")}
 
 
-def test_a_partition_never_reads_as_an_earlier_phase_nor_queued_between_phases(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    lock = threading.Lock()
-    seen: dict[int, list[str]] = {}
-    gaps: list[str] = []
-    open_phase, close_scope = Partition.open_phase, Partition._close_scope
+class ScopeRecord:
+    """Each partition's phase, read at every scope open and close; the gaps seen."""
 
-    def record(p: Partition, after: str) -> None:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.seen: dict[int, list[str]] = {}
+        self.gaps: list[str] = []
+        self.partitions: dict[int, Partition] = {}
+
+    def record(self, p: Partition, after: str) -> None:
         with p._lock:
             phase, unsettled, empty = p.phase, p.outcome is None, not p._scopes
-        with lock:
-            seen.setdefault(id(p), []).append(phase)
+        with self.lock:
+            self.partitions[id(p)] = p
+            self.seen.setdefault(id(p), []).append(phase)
             if unsettled and empty and after == "close":
-                gaps.append(f"job {p.job.id} partition {p.index}: no scope open, unsettled")
+                self.gaps.append(f"job {p.job.id} partition {p.index}: no scope open, unsettled")
+
+    def phases_of(self, tag: str) -> list[str]:
+        """The phases the partition whose input ``tag`` is ``tag`` went through, in order."""
+        with self.lock:
+            return next(self.seen[k] for k, p in self.partitions.items()
+                        if p.inputs.get("tag") == tag)
+
+
+@pytest.fixture
+def scopes(monkeypatch: pytest.MonkeyPatch) -> ScopeRecord:
+    """Every Partition scope open and close, instrumented."""
+    rec = ScopeRecord()
+    open_phase, close_scope = Partition.open_phase, Partition._close_scope
 
     def opening(self: Partition, *args: Any, **kwargs: Any) -> Any:
         scope = open_phase(self, *args, **kwargs)
-        record(self, "open")
+        rec.record(self, "open")
         return scope
 
     def closing(self: Partition, *args: Any, **kwargs: Any) -> None:
         close_scope(self, *args, **kwargs)
-        record(self, "close")
+        rec.record(self, "close")
 
     monkeypatch.setattr(Partition, "open_phase", opening)
     monkeypatch.setattr(Partition, "_close_scope", closing)
+    return rec
 
+
+def test_a_partition_never_reads_as_an_earlier_phase_nor_queued_between_phases(
+    scopes: ScopeRecord,
+) -> None:
     engine, prover, _ = make_test_engine(
         KINDS, synthesis_threads=2, finalizer_threads=2, memory_budget_bytes=10**12)
     for step in ("synthesize", "gpu", "finalize"):
@@ -57,10 +79,53 @@ def test_a_partition_never_reads_as_an_earlier_phase_nor_queued_between_phases(
         for job in jobs:
             assert engine.wait(job.id, 30).state == "succeeded"
 
-    assert not gaps, gaps[:5]
-    assert len(seen) == 16
-    for phases in seen.values():
+    assert not scopes.gaps, scopes.gaps[:5]
+    assert len(scopes.seen) == 16
+    for phases in scopes.seen.values():
         active = [ORDER[ph] for ph in phases if ph in ORDER]
         assert active == sorted(active), phases  # never back to an earlier phase
         assert phases[0] == "queued_synthesis" and phases[-1] == "done", phases
         assert {"synthesizing", "queued_gpu", "proving", "finalizing"} <= set(phases), phases
+
+
+def _runs(phases: list[str], *run: str) -> bool:
+    """``run`` occurs in ``phases`` as consecutive distinct phases (repeats of one collapsed)."""
+    distinct = [ph for i, ph in enumerate(phases) if i == 0 or phases[i - 1] != ph]
+    return any(distinct[i:i + len(run)] == list(run) for i in range(len(distinct)))
+
+
+@pytest.mark.parametrize(("redo", "phase", "back_to"), [
+    ("gpu", "gpu", "queued_gpu"),  # the synthesis survived: back to the GPU queue
+    ("synthesis", "finalize", "queued_synthesis"),  # the data is gone: from the start
+])
+def test_a_retried_partition_opens_its_queue_before_closing_the_lost_step(
+    scopes: ScopeRecord, redo: str, phase: str, back_to: str,
+) -> None:
+    engine, prover, _ = make_test_engine({"porep-c2": (2, "normal")})
+    lost = PhaseLost(phase, "worker_lost" if redo == "gpu" else "data_lost", redo, "lost")
+    prover.fail(phase, "b", lost)
+    with engine:
+        job = engine.submit("porep-c2", [{"tag": "a"}, {"tag": "b"}])
+        assert engine.wait(job.id, 10).state == "succeeded"
+    assert not scopes.gaps, scopes.gaps
+    lost_phase = {"gpu": "proving", "finalize": "finalizing"}[phase]
+    assert _runs(scopes.phases_of("b"), lost_phase, back_to), scopes.phases_of("b")
+    assert scopes.phases_of("b")[-1] == "done"
+
+
+def test_a_partition_that_gives_way_for_memory_is_queued_again_without_a_gap(
+    scopes: ScopeRecord,
+) -> None:
+    """The memory preemption (``_requeue``): the waiting partition's thread goes to higher-class
+    work; the partition reads ``queued_synthesis`` at once, never nothing, and its span says so."""
+    engine, _, exporter = give_way_engine()
+    with engine:
+        run_give_way(engine)
+    assert not scopes.gaps, scopes.gaps
+    phases = scopes.phases_of("f")
+    waited = phases.index("waiting_memory")
+    assert "queued_synthesis" in phases[waited:] and phases[-1] == "done", phases
+    preempted = [sp for sp in exporter.get_finished_spans()
+                 if sp.name == "cuzk.partition"
+                 and (sp.attributes or {}).get("cuzk.partition.preempted")]
+    assert len(preempted) == 1

@@ -12,7 +12,8 @@ import pytest
 from cuzk.engine.engine import EngineNotRunning
 from cuzk.engine.journal import JournalCorrupt, JournalError
 from cuzk.errors import RequestConflict
-from cuzk.testing import ScriptedProver, make_test_engine, wait_until
+from cuzk.simulated_prover import ScriptedProver
+from tests._doubles import make_test_engine, wait_until
 
 KINDS = {"porep-c2": (3, "normal"), "winning-post": (1, "critical"), "window-post": (1, "high")}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from cuzk.engine.backend import PhaseLost
 from cuzk.engine.pipeline import MAX_RETRIES
-from cuzk.testing import make_test_engine, wait_until
+from tests._doubles import make_test_engine, wait_until
 
 KINDS = {"porep-c2": (3, "normal")}
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from cuzk.errors import InputError, UnknownJob, UnknownProofKind, WitnessError
-from cuzk.testing import ScriptedKind, ScriptedProver, make_test_engine, wait_until
+from cuzk.simulated_prover import ScriptedKind, ScriptedProver
+from tests._doubles import make_test_engine, wait_until
 
 KINDS = {"small": (1, "normal"), "multi": (3, "normal"), "urgent": (1, "critical")}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from cuzk.testing import make_test_engine, metrics_of, wait_until
+from tests._doubles import make_test_engine, metrics_of, wait_until
 
 
 def _gauge(engine, worker_id: str) -> float | None:

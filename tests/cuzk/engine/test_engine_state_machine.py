@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from cuzk.engine.jobs import Job, Partition
-from cuzk.testing import make_test_engine, metrics_of
+from tests._doubles import make_test_engine, metrics_of
 
 N_WORKERS = 3
 TOTAL, ABC = 100, 60

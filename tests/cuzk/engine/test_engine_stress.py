@@ -16,7 +16,7 @@ import random
 import threading
 import time
 
-from cuzk.testing import make_test_engine, metrics_of, wait_until
+from tests._doubles import make_test_engine, metrics_of, wait_until
 
 KINDS = {"one": (1, "critical"), "three": (3, "high"), "five": (5, "normal")}
 WORKERS = 3  # a probe job of kind "three" holds all of them at once

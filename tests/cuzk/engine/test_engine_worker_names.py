@@ -3,7 +3,8 @@ devices (the name is the ``worker`` label of the metrics and ``cuzk.worker.id`` 
 
 from __future__ import annotations
 
-from cuzk.testing import ScriptedProver, make_test_engine
+from cuzk.simulated_prover import ScriptedProver
+from tests._doubles import make_test_engine
 
 
 def _names(prover: ScriptedProver) -> list[tuple[str, str]]:

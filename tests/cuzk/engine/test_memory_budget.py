@@ -11,7 +11,8 @@ import pytest
 from cuzk.engine.keys import KeyResidency
 from cuzk.engine.memory import MemoryBudget, ReservationError, auto_budget
 from cuzk.errors import MemoryRequestTooLarge
-from cuzk.testing import ScriptedKind, ScriptedProver, wait_until
+from cuzk.simulated_prover import ScriptedKind, ScriptedProver
+from tests._doubles import wait_until
 
 
 def test_partial_release_then_context_exit_releases_rest():

@@ -154,3 +154,20 @@ def test_key_reports_its_resident_size(bundled):
     # Every G1 point of A, B1, C, H and G2 point of B2 is held, so the size is at least that many
     # objects; the exact figure is checked against tracemalloc in test_estimates.
     assert key.host_bytes > (2 * s.n_vars + (s.n_vars - s.n_public - 1) + s.domain_size) * 100
+
+
+def test_each_step_is_reported_as_it_passes(bundled):
+    """``cuzk prove`` and the engine's status show these (cuzk.progress): the synthesis steps,
+    every MSM as it ends on the CPU pool, then the assembly and the self-verification."""
+    from cuzk import progress
+
+    b = bundled("winning-post")
+    heard: list[str] = []
+    with progress.reporting(heard.append):
+        proof, _ = prove_timed(b.key, b.circuit, b.inputs, CpuBackend())
+    assert proof.verified
+    assert heard[:3] == ["witness", "a/b/c", "constraint check"]
+    msms = [h for h in heard if h.startswith("MSM ") and " done, " in h]
+    assert sorted(h.split()[1] for h in msms) == ["A", "B1", "B2", "C", "H"]
+    assert [h.rsplit(" ", 1)[1] for h in msms] == [f"{i}/5" for i in range(1, 6)]
+    assert heard[-2:] == ["assembly", "self-verification"]

@@ -7,7 +7,7 @@ import time
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from cuzk.engine.settings import ProofKindSettings as K
-from cuzk.testing import make_test_engine, metrics_of, wait_until
+from tests._doubles import make_test_engine, metrics_of, wait_until
 
 FIGS = (("synthesizing", 0.0), ("proving", 2.0), ("finalizing", 0.0))
 KINDS = {"wp": K("wp", 1, "high", on_deadline_miss="cancel", phase_seconds=FIGS),

@@ -7,7 +7,8 @@ import time
 
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-from cuzk.testing import ScriptedKind, ScriptedProver, make_test_engine, metrics_of, wait_until
+from cuzk.simulated_prover import ScriptedKind, ScriptedProver
+from tests._doubles import make_test_engine, metrics_of, wait_until
 
 # family name (as the OpenMetrics parser reports it) -> (type, label names)
 CONTRACT = {

@@ -150,8 +150,8 @@ def test_engine_metrics_export_a_replay_beside_the_engine_series(tmp_path):
     one its workers' busy series carry, so rules can join them on device."""
     from cuzk.engine import Engine
     from cuzk.engine.settings import EngineSettings
+    from cuzk.simulated_prover import ScriptedProver
     from cuzk.telemetry.metrics import EngineMetrics
-    from cuzk.testing import ScriptedProver
 
     path = _recording(tmp_path, {"cpu": {"utilization_percent": [23],
                                          "memory_used_bytes": [1 << 30]}})

@@ -32,8 +32,8 @@ from cuzk.cli.serve import otel_environment
 from cuzk.config import Config, TelemetryConfig
 from cuzk.engine.engine import Engine
 from cuzk.engine.settings import EngineSettings, ProofKindSettings
+from cuzk.simulated_prover import ScriptedProver
 from cuzk.telemetry.tracing import configure_tracing, exporters_from_env
-from cuzk.testing import ScriptedProver
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 SPAN_ID = "00f067aa0ba902b7"

@@ -11,8 +11,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from cuzk.engine.engine import Engine
 from cuzk.engine.settings import EngineSettings, ProofKindSettings
+from cuzk.simulated_prover import ScriptedProver
 from cuzk.telemetry.tracing import build_tracer_provider
-from cuzk.testing import ScriptedProver
 
 
 class _Collector(BaseHTTPRequestHandler):

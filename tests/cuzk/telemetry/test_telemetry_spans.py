@@ -6,7 +6,7 @@ from collections import Counter
 
 from opentelemetry.trace import StatusCode
 
-from cuzk.testing import make_test_engine, wait_until
+from tests._doubles import make_test_engine, wait_until
 
 KINDS = {"single": (1, "critical"), "triple": (3, "normal")}
 

@@ -12,7 +12,8 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from cuzk.engine.engine import Engine
 from cuzk.engine.settings import EngineSettings, ProofKindSettings
-from cuzk.testing import ScriptedProver, make_test_engine, metrics_of, wait_until
+from cuzk.simulated_prover import ScriptedProver
+from tests._doubles import make_test_engine, metrics_of, wait_until
 
 
 def _families(engine):

@@ -1,4 +1,4 @@
-"""The recovery figures of ``cuzk bench cluster``.
+"""The recovery figures of the cluster bench (``cuzk bench cluster``).
 
 Node loss (``node_losses``): the GPU node removed without a graceful exit while a job's GPU
 phases run, and a new GPU node added; per repetition the seconds from the removal to the job's

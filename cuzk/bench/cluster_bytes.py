@@ -1,4 +1,4 @@
-"""``cuzk bench cluster``: bytes moved between nodes per partition with the real (CPU) prover.
+"""The cluster bench's bytes moved between nodes per partition with the real (CPU) prover.
 
 Per proof kind, ``runs`` jobs of ``partitions`` partitions on the two-node cluster; each
 partition's objects (witness, a/b/c, GPU output, proof) are read from Ray's owner table after
@@ -19,8 +19,8 @@ def bytes_moved(kinds: list[str], runs: int, partitions: int,
     """``{"bytes_moved": {kind: figures}}`` on the cluster this process is the driver of."""
     import ray
 
+    from cuzk.bench.samples import sample_inputs
     from cuzk.circuits.registry import bundled_circuits
-    from cuzk.cli._bench_server import sample_inputs
     from cuzk.cluster.runtime import cluster_engine
     from cuzk.cluster.transfers import TransferLog
     from cuzk.engine.settings import EngineSettings, ProofKindSettings
@@ -72,22 +72,3 @@ def bytes_moved(kinds: list[str], runs: int, partitions: int,
         for a in executor.actors():
             ray.kill(a.handle, no_restart=True)
     return {"bytes_moved": out}
-
-
-def table_rows(figures: dict[str, Any], fmt_range: Any) -> list[tuple[str, str]]:
-    """Table rows (figure, value) for ``cuzk bench cluster``'s table."""
-    out = []
-    mib = float(1 << 20)
-    for kind, f in figures.get("bytes_moved", {}).items():
-        runs = f["mean_bytes_per_partition_per_run"]
-        out.append((f"{kind}: bytes moved per partition, mean of each run (B)",
-                    fmt_range(runs, ".0f")))
-        out.append(("  the same in MiB", fmt_range([r / mib for r in runs], ".3f")))
-        for where in ("off", "on"):
-            sort = f[f"synthesized_{where}_gpu_node"]
-            if sort["partitions"]:
-                out.append((f"  {sort['partitions']} partitions synthesized {where} the GPU "
-                            "node (B each)", fmt_range(sort["bytes"], ".0f")))
-        sizes = ", ".join(f"{k} {v / mib:.3f}" for k, v in f["object_bytes"].items())
-        out.append(("  object sizes (MiB)", sizes))
-    return out

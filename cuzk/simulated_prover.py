@@ -1,18 +1,18 @@
-"""Test support shipped with cuzk: a scripted prover, and engines wired for tests.
+"""A simulated prover: the steps of a Groth16 prover, with no proving, timed by a script.
 
-``ScriptedProver`` is a ProverBackend double whose steps can be held, delayed or made to fail:
-concurrency tests use it to force exact interleavings (hold a step on a gate, release it
-later) without real proving, and ``cuzk bench engine --prover scripted`` uses it to measure the
-engine alone. Partition inputs identify a partition: ``{"tag": "P"}``. ``make_test_engine``
-builds an engine over it with an in-memory span exporter and the Prometheus metrics attached
-(``metrics_of``), as ``cuzk serve`` wires them. Nothing in the engine imports this module.
+``ScriptedProver`` is a ``ProverBackend`` whose steps sleep, hold or fail as scripted. It is a
+product feature, not a test double: ``cuzk bench engine --prover scripted`` and ``cuzk bench
+deadlines`` measure the engine alone with it, and the cluster's dry runs (``cuzk bench
+cluster``, ``ProverSpec("scripted")``) run Ray workers over it. Holding a step on a gate
+(``hold``) lets a caller force exact interleavings; the tests use that too. Partition inputs
+identify a partition: ``{"tag": "P"}``. Nothing in the engine imports this module, and it
+imports nothing of ``cuzk.prover``, so an engine over it loads no numba or wasm runtime.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -264,59 +264,3 @@ class ScriptedProver:
     def release_abc(self, synthesis: ScriptedSynthesis) -> None:
         synthesis.abc_released = True
 
-
-def wait_until(pred: Callable[[], bool], timeout: float = 10.0, interval: float = 0.002) -> bool:
-    """Poll ``pred`` until true or ``timeout``; returns the last value."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(interval)
-    return bool(pred())
-
-
-def make_test_engine(
-    kinds: Mapping[str, Any],
-    prover: ScriptedProver | None = None,
-    **settings: Any,
-) -> tuple[Any, ScriptedProver, Any]:
-    """An engine over a ScriptedProver with an in-memory span exporter, not yet started.
-
-    kinds: name -> (partitions, priority), or a ProofKindSettings (deadline policies).
-    Returns (engine, prover, exporter).
-    """
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    from cuzk.engine.engine import Engine
-    from cuzk.engine.settings import EngineSettings, ProofKindSettings
-
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    settings.setdefault("memory_budget_bytes", 1_000_000)
-    es = EngineSettings(
-        proof_kinds={n: k if isinstance(k, ProofKindSettings) else ProofKindSettings(n, *k)
-                     for n, k in kinds.items()},
-        **settings,
-    )
-    prover = prover or ScriptedProver()
-    engine = Engine(es, prover, tracer_provider=provider)
-    if es.metrics_enabled:
-        metrics_of(engine)  # subscribed before the first event, as cuzk serve does
-    return engine, prover, exporter
-
-
-_METRICS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
-
-
-def metrics_of(engine: Any) -> Any:
-    """The ``cuzk.telemetry.metrics.EngineMetrics`` attached to ``engine`` (attached on the
-    first call; ``make_test_engine`` attaches it at once)."""
-    from cuzk.telemetry.metrics import EngineMetrics
-
-    metrics = _METRICS.get(engine)
-    if metrics is None:
-        metrics = _METRICS[engine] = EngineMetrics(engine, nvml=False)
-    return metrics
