@@ -1,5 +1,5 @@
 """What the local commands (``prove``, ``keygen``, ``verify``, ``circuit check``) print with
-``--json``, spelled once (documented in docs/cli-local.md, "Output for scripts").
+``--json``, spelled once (documented in docs/cli.md, "Output for scripts: the local commands").
 
 The same contract as the client commands' (``cuzk submit --json``): one JSON object on one line
 of stdout per run, whatever the outcome, and nothing else there; every field of a command's
@@ -23,7 +23,7 @@ def add_json_argument(parser: argparse.ArgumentParser) -> None:
         "--json",
         action="store_true",
         help="print one JSON object on stdout, whatever the outcome, instead of text (its"
-        " shape: docs/cli-local.md, \"Output for scripts\")",
+        " shape: docs/cli.md, \"Output for scripts: the local commands\")",
     )
 
 

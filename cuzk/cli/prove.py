@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from cuzk import progress
 from cuzk.cli._local import UsageError, add_circuit_args, pick, zkey_for
 from cuzk.cli._local_results import ProveResult, Timings, add_json_argument, base, finish
 from cuzk.cli._output import check_output_dir, check_output_file, write_text
@@ -180,6 +181,20 @@ def _outputs(args: argparse.Namespace) -> tuple[Path, Path]:
     return proof, public
 
 
+def _step_printer(wanted: bool, key_load_s: float) -> progress.Sink:
+    """The prover's steps on stderr as they pass (on a terminal, or with -v), each with the
+    seconds since proving began, so a long proof is not silent; piped without -v, nothing."""
+    t0 = time.perf_counter()
+
+    def show(step: str) -> None:
+        print(f"  {time.perf_counter() - t0:7.2f}s  {step}", file=sys.stderr, flush=True)
+
+    if not wanted:
+        return lambda step: None
+    print(f"  key loaded in {key_load_s:.2f}s; proving:", file=sys.stderr, flush=True)
+    return show
+
+
 def _key_only(args: argparse.Namespace) -> bool:
     """A zkey and a witness, no circuit: prove from the key's coefficients alone."""
     return args.r1cs is None and args.kind is None and args.zkey is not None and (
@@ -291,8 +306,10 @@ def _run(args: argparse.Namespace, result: ProveResult) -> None:
                f"off (msm_precompute={prover_config.msm_precompute})"),
             file=sys.stderr,
         )
-    proof, times = prove_timed(key, circuit, inputs, backend, witness=witness, check_first=False,
-                               source=None if args.wtns is None else str(args.wtns))
+    with progress.reporting(_step_printer(args.detail or sys.stderr.isatty(), load_s)):
+        proof, times = prove_timed(key, circuit, inputs, backend, witness=witness,
+                                   check_first=False,
+                                   source=None if args.wtns is None else str(args.wtns))
 
     for path, body, what in ((proof_path, proof.proof, "proof"),
                              (public_path, proof.public, "public signals")):

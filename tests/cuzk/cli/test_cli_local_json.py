@@ -16,7 +16,7 @@ from tests.cuzk.cli._cli import cuzk, json_out, said
 from tests.cuzk.prover.test_prover_keycheck import R1CS, WASM, ZKEY
 
 ROOT = Path(__file__).resolve().parents[3]
-DOC = ROOT / "docs" / "cli-local.md"
+DOC = ROOT / "docs" / "cli.md"
 WTNS = R1CS.parent / "tiny.wtns"
 INPUT = R1CS.parent / "tiny.input.json"
 SWAPPED = WASM.parents[1] / "tiny_swapped_js" / "tiny_swapped.wasm"
@@ -91,7 +91,7 @@ def test_circuit_check_json(tmp_path: Path, wasm: Path, code: int, belong: bool,
 
 def test_the_doc_names_every_field_and_its_example_has_the_shape(tmp_path: Path):
     text = DOC.read_text()
-    section = text.split("### Local commands", 1)[1]
+    section = text.split("### Output for scripts: the local commands", 1)[1]
     for shape in (shapes.LocalResult, shapes.ProveResult, shapes.Timings, shapes.KeygenResult,
                   shapes.KeyFiles, shapes.VerifyResult, shapes.CheckResult):
         for field in shape.__annotations__:
