@@ -22,7 +22,7 @@ from typing import Any
 from cuzk.circuits.registry import bundled_circuits
 from cuzk.cli._local_results import CheckResult, add_json_argument, base, finish
 from cuzk.cli._output import OutputError, check_output_file, write_text
-from cuzk.errors import CuzkError
+from cuzk.errors import CuzkError, WitnessError
 from cuzk.files import not_a_file
 from cuzk.protocol import DEFAULT_PRIORITY, PRIORITIES
 
@@ -148,11 +148,10 @@ def check_files(
     ``sample``: an input whose witness (computed by the wasm) must satisfy every constraint of
     the r1cs, the one check that tells a wasm of another circuit of the same shape.
     ``result``: filled with what was learnt on the way (``--json``), even when a check fails."""
-    result = result if result is not None else check_result(r1cs, wasm, zkey, sample)
-    from cuzk.errors import WitnessError
     from cuzk.prover.circuit import Circuit
     from cuzk.prover.keys import ProvingKey
 
+    result = result if result is not None else check_result(r1cs, wasm, zkey, sample)
     for flag, path in (("--r1cs", r1cs), ("--wasm", wasm), ("--zkey", zkey)):
         problem = None if path is None else not_a_file(path)
         if problem:

@@ -44,21 +44,23 @@ def _what(doc: Any) -> str | None:
     return "public" if isinstance(doc, list) else None
 
 
-def proof_and_public(first: tuple[Path, Any], second: tuple[Path, Any]) -> tuple[Any, Any]:
-    """The proof and the public signals of two files given in either order (cuzk's
-    ``proof public``, snarkjs's ``public proof``), told apart by content; two of one kind is
-    said plainly rather than reported as a malformed proof."""
+def proof_and_public(
+    first: tuple[Path, Any], second: tuple[Path, Any]
+) -> tuple[tuple[Path, Any], tuple[Path, Any]]:
+    """The (path, content) of the proof and of the public signals, of two files given in
+    either order (cuzk's ``proof public``, snarkjs's ``public proof``), told apart by content;
+    two of one kind is said plainly rather than reported as a malformed proof."""
     (path1, doc1), (path2, doc2) = first, second
     what1, what2 = _what(doc1), _what(doc2)
     if (what1, what2) == ("public", "proof"):
-        return doc2, doc1
+        return second, first
     if what1 == what2 == "public":
         raise ValueError(f"{path1} and {path2} are both public signals (lists): give one"
                          " proof.json (an object with pi_a, pi_b, pi_c) and one public.json")
     if what1 == what2 == "proof":
         raise ValueError(f"{path1} and {path2} are both proofs: give one proof.json and one"
                          " public.json (a list of signals)")
-    return doc1, doc2
+    return first, second
 
 
 def _load_json(path: Path) -> Any:
@@ -87,10 +89,8 @@ def run(args: argparse.Namespace) -> int:
             else VerificationKey.from_json(_load_json(args.vk))
         )
         first, second = (args.proof, _load_json(args.proof)), (args.public, _load_json(args.public))
-        proof, public = proof_and_public(first, second)
-        swapped = proof is second[1]
-        result["proof"] = str(args.public if swapped else args.proof)
-        result["public"] = str(args.proof if swapped else args.public)
+        (proof_path, proof), (public_path, public) = proof_and_public(first, second)
+        result["proof"], result["public"] = str(proof_path), str(public_path)
         ok = verify(vk, proof, public)
     except (ValueError, CuzkError) as e:
         return finish(args, result, 2, str(e))
