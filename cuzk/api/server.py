@@ -15,7 +15,9 @@ Why uvicorn, and why a protocol subclass. Of the ASGI servers considered:
 
 So cuzk keeps uvicorn (which the drain on SIGTERM and the tests already build on) and adds the
 missing bounds in an ``H11Protocol`` subclass, where the h11 state machine says exactly which
-part of a request is still awaited:
+part of a request is still awaited (no ASGI layer sees a connection before its headers are
+parsed; docs/interfaces.md says why no public hook does this, and
+tests/cuzk/api/test_api_server_uvicorn_contract.py checks the internals it relies on):
 
 - a new connection must deliver its complete request headers within ``header_timeout_s`` of
   connecting (so a connection that connects and sends nothing is closed then too); on a

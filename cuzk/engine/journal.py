@@ -19,7 +19,9 @@ partition is proven again. A sidecar marker (``<journal>.id``) records that a jo
 given id exists: a missing or emptied journal next to its marker is refused as *lost*, not
 started empty. While running, the file at ``path`` must stay the file this process holds
 (same st_dev/st_ino): a journal deleted or replaced under the server is *lost*, and every later
-write and :meth:`Journal.check_identity` says so (:class:`JournalLost`).
+write and :meth:`Journal.check_identity` says so (:class:`JournalLost`). The check runs before
+each write and, on a watcher thread, every ``IDENTITY_CHECK_S``: an idle server notices the
+loss too (the log line and ``cuzk_journal_lost`` do not wait for the next submit).
 
 Retention: finished jobs are dropped when they are older than ``retention_s`` or beyond the
 newest ``retention_jobs``; unfinished jobs are never dropped.
@@ -37,6 +39,7 @@ import sqlite3
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +65,8 @@ RETRY_AFTER_S = 10.0  # what a 503 for an unwritable journal suggests to the cli
 ROW_DAMAGED = "the job's journaled row is damaged (a field has an impossible value)"
 """``JobRecord.broken`` when the row itself cannot be trusted (not only its inputs)."""
 PROBE_BYTES = 65_536  # a readiness probe must need new space, as a job's record would
+IDENTITY_CHECK_S = 1.0
+"""How often an open journal checks that its file is still the one it holds (one ``stat``)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -226,6 +231,7 @@ class Journal:
         retention_s: float = 604_800.0,
         on_write: Callable[[float], None] | None = None,
         clock: Callable[[], float] = time.time,
+        identity_check_s: float = IDENTITY_CHECK_S,
     ) -> None:
         self.path = Path(path)
         self.retention_jobs = retention_jobs
@@ -240,6 +246,10 @@ class Journal:
         self._reported: set[str] = set()  # jobs whose damaged rows were logged
         self.journal_id: str | None = None
         self._identity: tuple[int, int] | None = None
+        self._identity_lock = threading.Lock()  # one finder of a loss: one log line
+        self.identity_check_s = identity_check_s
+        self._stop_watch = threading.Event()
+        self._watcher: threading.Thread | None = None
 
     # ---- opening -----------------------------------------------------------------------------
 
@@ -328,6 +338,10 @@ class Journal:
         self._identity = (st.st_dev, st.st_ino)
         self._db = db
         self.prune()
+        self._watcher = threading.Thread(
+            target=_watch, args=(weakref.ref(self), self._stop_watch, self.identity_check_s),
+            name="cuzk-journal-watch", daemon=True)
+        self._watcher.start()
 
     @property
     def marker_path(self) -> Path:
@@ -406,6 +420,10 @@ class Journal:
     def check_identity(self) -> JournalLost | None:
         """Whether the file at ``path`` is still the one this process holds (st_dev, st_ino);
         once it is not, the journal stays lost (the error) until the server restarts."""
+        with self._identity_lock:
+            return self._check_identity()
+
+    def _check_identity(self) -> JournalLost | None:
         if self.lost is not None or self._identity is None:
             return self.lost
         try:
@@ -425,6 +443,10 @@ class Journal:
         return self.lost
 
     def close(self) -> None:
+        self._stop_watch.set()
+        watcher = self._watcher
+        if watcher is not None and watcher is not threading.current_thread():
+            watcher.join()
         with self._lock:
             db, self._db = self._db, None
         if db is not None:
@@ -652,6 +674,16 @@ class Journal:
             if self._db is None:
                 return {}
             return dict(self._db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state"))
+
+
+def _watch(ref: weakref.ref[Journal], stop: threading.Event, period: float) -> None:
+    """The watcher thread: check the journal's identity every ``period`` until it is closed
+    (or dropped), or found lost (it stays lost: nothing more to watch)."""
+    while not stop.wait(period):
+        journal = ref()
+        if journal is None or journal.closed or journal.check_identity() is not None:
+            return
+        del journal  # hold no reference while waiting: an unclosed, dropped journal ends it
 
 
 def _job_record(r: Sequence[Any]) -> JobRecord:

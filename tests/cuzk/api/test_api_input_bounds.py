@@ -16,9 +16,9 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", StarletteDeprecationWarning)
     from starlette.testclient import TestClient
 
-from cuzk.api import app as app_module
 from cuzk.api.app import create_app
 from cuzk.api.input_bounds import kind_body_limit, parse_reservation
+from cuzk.api.routes import jobs as jobs_routes
 from cuzk.circuits.registry import bundled_circuits
 from cuzk.engine.engine import Engine
 from cuzk.engine.settings import EngineSettings, default_proof_kinds
@@ -63,7 +63,7 @@ def test_a_huge_array_is_refused_while_it_is_read_never_parsed(real, monkeypatch
     def must_not_parse(raw: bytes) -> Any:
         raise AssertionError(f"a body of {len(raw)} bytes was parsed")
 
-    monkeypatch.setattr(app_module, "parse_json", must_not_parse)
+    monkeypatch.setattr(jobs_routes, "parse_json", must_not_parse)
     body = json.dumps({"proof_kind": SMALL, "inputs": [{"leaf": [1] * 10**6}]}).encode()
     assert len(body) > 2_000_000
     r = post(client, body)

@@ -240,6 +240,9 @@ def test_a_damaged_page_refuses_the_start_with_the_reason(tmp_path: Path, bundle
 def test_a_state_directory_deleted_under_the_server_stops_it_accepting(
     tmp_path: Path, bundled: Any
 ) -> None:
+    """The server notices on its own (no submit, no /readyz first): the metric and the log line
+    come from the journal's watcher; the job it proved before stays answerable from memory; then
+    /readyz and a submit answer 503 naming the loss and the remedy."""
     bundled(KIND)
     state = tmp_path / "state"
     journal = state / "journal.sqlite3"
@@ -248,16 +251,29 @@ def test_a_state_directory_deleted_under_the_server_stops_it_accepting(
         server.start()
         server.ready()
         url = server.url or ""
+        before = _prove(server, ["before-delete"])["before-delete"]
+        assert before["state"] == "succeeded"
         assert _metric(url, "cuzk_journal_lost") == 0
         shutil.rmtree(state)
+        deadline = time.monotonic() + 10.0  # a bound; the watcher looks every second
+        while _metric(url, "cuzk_journal_lost") != 1:
+            assert time.monotonic() < deadline, "cuzk_journal_lost still 0 after 10 s"
+            time.sleep(0.1)
+        assert "ERROR cuzk.engine.journal: journal " in server.output
+        assert "was deleted while this server was writing to it" in server.output
         with httpx.Client(base_url=url, timeout=30) as client:
-            r = client.post("/v1/proofs", json=_body("after-delete"))
-            assert r.status_code == 503, r.text
-            assert "was deleted" in r.text
+            known = client.get(f"/v1/proofs/{before['id']}")
+            assert known.status_code == 200, known.text  # not a 404: this process still has it
+            assert known.json()["state"] == "succeeded"
             ready = client.get("/readyz")
             assert ready.status_code == 503 and "was deleted" in ready.text
+            assert "Restore the state directory, then restart the server" in ready.text
+            r = client.post("/v1/proofs", json=_body("after-delete"))
+            assert r.status_code == 503, r.text
+            assert "was deleted" in r.text and "retry-after" not in r.headers
         assert _metric(url, "cuzk_journal_lost") == 1
-        assert "was deleted while this server was writing to it" in server.output
+        assert not state.exists()  # the server did not quietly start a new journal
+        assert "Traceback" not in server.output
         server.kill()
         # Nothing was accepted after the loss, so nothing accepted is lost: the request id is
         # unknown to the next server, which starts on an empty journal (the marker went too).

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from cuzk.engine.journal import (
     Journal,
     JournalCorrupt,
     JournalLost,
+    inputs_digest,
     proof_digest,
 )
 from cuzk.simulated_prover import ScriptedProver
@@ -273,6 +275,47 @@ def test_a_journal_lost_under_the_running_engine_stops_submits_and_readiness(
         assert "journal" in (engine.readiness() or "")
     finally:
         engine.shutdown(5)
+
+
+def test_an_idle_journal_notices_its_deletion_on_its_own_and_says_so_once(
+    path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No write and no readiness probe after the deletion: the watcher finds it (log line once,
+    ``lost`` set for the metric), then stops; every later write is refused as lost."""
+    j = Journal.open(path, identity_check_s=0.02)
+    watcher = j._watcher
+    assert watcher is not None and watcher.is_alive()
+    j.record_accepted(JobRecord("j0", None, "window-post", "high", [], inputs_digest([]), None,
+                                None, 1, 0, 1.0))
+    with caplog.at_level("ERROR", logger="cuzk.engine.journal"):
+        for p in path.parent.iterdir():
+            p.unlink()
+        path.parent.rmdir()
+        assert wait_until(lambda: j.lost is not None, 5), "the watcher did not notice"
+        watcher.join(5)
+        assert not watcher.is_alive()  # lost stays lost: nothing more to watch
+        assert "was deleted while this server was writing to it" in str(j.lost)
+        with pytest.raises(JournalLost):
+            j.record_accepted(JobRecord("j1", None, "window-post", "high", [], "d", None, None,
+                                        1, 0, 1.0))
+        assert j.fault() is j.lost
+        found = j.find("j0")  # what it held stays readable by this process (the open file)
+        assert found is not None and found.broken is None
+    lines = [r for r in caplog.records if "was deleted" in r.getMessage()]
+    assert len(lines) == 1, lines
+    j.close()
+
+
+def test_closing_a_journal_stops_its_watcher(path: Path) -> None:
+    j = Journal.open(path, identity_check_s=60.0)
+    watcher = j._watcher
+    assert watcher is not None and watcher.is_alive()
+    closer = threading.Thread(target=j.close, daemon=True)
+    closer.start()
+    closer.join(5)  # a bound: close() wakes the watcher, it does not wait out the 60 s period
+    assert not closer.is_alive(), "close() waited for the watcher's period"
+    assert not watcher.is_alive()
+    assert j.lost is None
 
 
 def test_a_damaged_proof_whose_inputs_are_damaged_too_fails_the_job_saying_why(
