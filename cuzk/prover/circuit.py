@@ -19,6 +19,9 @@ if TYPE_CHECKING:  # imported where used: a circuit proven from a .wtns needs ne
     from cuzk.witness.wasm import WitnessCalculator
 
 
+_CHECK_ADVICE = " (check them with `cuzk circuit check --input`)"
+
+
 class Circuit:
     """``calculator`` None: a circuit proven from ready witnesses (``.wtns``) only."""
 
@@ -152,10 +155,25 @@ class Circuit:
                 key.path, f"is not a key for circuit {self.name}: " + "; ".join(problems)
             )
 
+    def check_satisfied(self, witness: np.ndarray, c_evals: np.ndarray) -> None:
+        """Every constraint a*b = c holds; else name the first one that does not.
+
+        ``c_evals`` is synthesize's a*b (Montgomery); C*w is computed from the r1cs's C terms.
+        """
+        n = self.r1cs.n_constraints
+        domain = c_evals.shape[0]
+        cw, _, _ = qap.build_abc(*self._c_terms, witness, domain)
+        bad = np.flatnonzero((cw[:n] != c_evals[:n]).any(axis=1))
+        if bad.size:
+            raise WitnessError(
+                f"witness of {self.name} does not satisfy constraint {int(bad[0])} "
+                f"({bad.size} of {n} constraints fail): {self._unsatisfied_cause()}"
+            )
+
     def check_satisfies(self, witness: np.ndarray) -> None:
         """``check_satisfied`` from the r1cs alone, no key: a*b from its A and B terms, laid
-        out as a setup lays them in a key's section 4 (what `cuzk circuit check --input`
-        runs, so its error does not advise running it)."""
+        out as a setup lays them in a key's section 4. It is what `cuzk circuit check --input`
+        runs, so its error does not advise running that."""
         self.constraints()
         coeffs = coefficients_from_r1cs(self.r1cs)
         matrix, constraint, signal, value = (
@@ -164,34 +182,19 @@ class Circuit:
         )
         _, _, ab = qap.build_abc(matrix, constraint, signal, value, witness,
                                  self.r1cs.domain_size)
-        self.check_satisfied(witness, ab, advise=False)
+        try:
+            self.check_satisfied(witness, ab)
+        except WitnessError as e:
+            raise WitnessError(str(e).removesuffix(_CHECK_ADVICE)) from None
 
-    def check_satisfied(
-        self, witness: np.ndarray, c_evals: np.ndarray, from_generator: bool = True,
-        advise: bool = True,
-    ) -> None:
-        """Every constraint a*b = c holds; else name the first one that does not, and the
-        likely cause: a circom witness generator checks its own constraints as it computes, so
-        a witness it made that breaks the r1cs's means the two are of different circuits (one
-        recompiled, or another circuit of the same shape).
-
-        ``c_evals`` is synthesize's a*b (Montgomery); C*w is computed from the r1cs's C terms.
-        ``from_generator``: the witness came from this circuit's wasm (else from a .wtns).
-        """
-        n = self.r1cs.n_constraints
-        domain = c_evals.shape[0]
-        cw, _, _ = qap.build_abc(*self._c_terms, witness, domain)
-        bad = np.flatnonzero((cw[:n] != c_evals[:n]).any(axis=1))
-        if bad.size:
-            wasm = getattr(self.calculator, "path", None)
-            cause = (
-                f"the wasm {wasm} and the r1cs {self.r1cs.path} may not be of the same circuit"
-                + (" (check them with `cuzk circuit check --input`)" if advise else "")
-                if from_generator and wasm is not None
-                else f"the witness may be of another circuit than {self.r1cs.path}, or its"
-                " generator and that r1cs may not match"
-            )
-            raise WitnessError(
-                f"witness of {self.name} does not satisfy constraint {int(bad[0])} "
-                f"({bad.size} of {n} constraints fail): {cause}"
-            )
+    def _unsatisfied_cause(self) -> str:
+        """The likely cause of a witness that breaks a constraint. A circom witness generator
+        checks its own constraints as it computes, so a witness this circuit's wasm made that
+        breaks the r1cs's means the two are of different circuits (one recompiled, or another
+        circuit of the same shape); a circuit without a wasm was given a ready witness."""
+        wasm = getattr(self.calculator, "path", None)
+        if wasm is not None:
+            return (f"the wasm {wasm} and the r1cs {self.r1cs.path} may not be of the same"
+                    f" circuit{_CHECK_ADVICE}")
+        return (f"the witness may be of another circuit than {self.r1cs.path}, or its generator"
+                " and that r1cs may not match")

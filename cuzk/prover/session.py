@@ -60,7 +60,7 @@ def prove_timed(
     else:
         synth = synthesize_from_witness(key, witness, source=source)
         if not deferred and circuit is not None:
-            circuit.check_satisfied(witness, synth.abc[2], from_generator=False)
+            circuit.check_satisfied(witness, synth.abc[2])
     t1 = time.perf_counter()
     out = gpu_phase(key, synth, backend)
     synth.release_abc()
@@ -89,4 +89,4 @@ def explain_failed_proof(key: ProvingKey, circuit: Circuit, witness: np.ndarray)
     hold (WitnessError). Returns when neither is found."""
     circuit.check_key_coefficients(key)
     synth = synthesize_from_witness(key, witness, source=f"witness of {circuit.name}")
-    circuit.check_satisfied(witness, synth.abc[2], from_generator=False)
+    circuit.check_satisfied(witness, synth.abc[2])
