@@ -19,9 +19,6 @@ if TYPE_CHECKING:  # imported where used: a circuit proven from a .wtns needs ne
     from cuzk.witness.wasm import WitnessCalculator
 
 
-_CHECK_ADVICE = " (check them with `cuzk circuit check --input`)"
-
-
 class Circuit:
     """``calculator`` None: a circuit proven from ready witnesses (``.wtns``) only."""
 
@@ -170,6 +167,8 @@ class Circuit:
                 f"({bad.size} of {n} constraints fail): {self._unsatisfied_cause()}"
             )
 
+    _CHECK_ADVICE = " (check them with `cuzk circuit check --input`)"
+
     def check_satisfies(self, witness: np.ndarray) -> None:
         """``check_satisfied`` from the r1cs alone, no key: a*b from its A and B terms, laid
         out as a setup lays them in a key's section 4. It is what `cuzk circuit check --input`
@@ -185,7 +184,7 @@ class Circuit:
         try:
             self.check_satisfied(witness, ab)
         except WitnessError as e:
-            raise WitnessError(str(e).removesuffix(_CHECK_ADVICE)) from None
+            raise WitnessError(str(e).removesuffix(self._CHECK_ADVICE)) from None
 
     def _unsatisfied_cause(self) -> str:
         """The likely cause of a witness that breaks a constraint. A circom witness generator
@@ -195,6 +194,6 @@ class Circuit:
         wasm = getattr(self.calculator, "path", None)
         if wasm is not None:
             return (f"the wasm {wasm} and the r1cs {self.r1cs.path} may not be of the same"
-                    f" circuit{_CHECK_ADVICE}")
+                    f" circuit{self._CHECK_ADVICE}")
         return (f"the witness may be of another circuit than {self.r1cs.path}, or its generator"
                 " and that r1cs may not match")
