@@ -1,11 +1,13 @@
 """cuzk configuration: one TOML file, every key overridable by a ``CUZK_<SECTION>_<KEY>`` variable.
 
 Precedence, lowest first: built-in defaults, the TOML file, the environment, then command-line
-values. Every key is declared once, with its default and a one-line description, by
-``cuzk.settings_schema.setting``: the ``[engine]`` keys on ``cuzk.engine.settings.EngineSettings``
-(the engine's own plain settings), the others on the section dataclasses below, the bundled proof
-kinds' defaults in ``cuzk.circuits.registry``. The documented ``cuzk/default_config.toml`` is
-generated from those declarations (``python -m cuzk.config --dump-defaults``).
+values. Every key is declared once, with its type, its default as spelled in TOML and a one-line
+description: the sections below are pydantic models whose fields parse with the project's own
+parsers (``cuzk.settings_schema``), so errors keep the project's words; the ``[engine]`` keys are
+declared on ``cuzk.engine.settings.EngineSettings`` (a plain dataclass: the engine does not import
+pydantic) and wrapped here in a model built from those declarations; the bundled proof kinds'
+defaults live in ``cuzk.circuits.registry``. ``cuzk/default_config.toml`` and the table in
+docs/configuration.md are generated from the declarations (``cuzk.config_docs``).
 
 Everything is validated when loaded; unknown sections and keys (in the file or in a variable of a
 known section) are errors; every error names the key it is about (and the environment variable,
@@ -22,28 +24,36 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import json
+import functools
 import os
 import re
-import sys
-import textwrap
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    ValidationError,
+    ValidationInfo,
+    create_model,
+)
 
 from cuzk.errors import CuzkError
 from cuzk.files import not_a_file
-from cuzk.protocol import (
-    DEADLINE_ADMISSIONS,
-    DEADLINE_MISS_POLICIES,
-    DEFAULT_PRIORITY,
-    PRIORITIES,
-)
+from cuzk.protocol import DEADLINE_ADMISSIONS, DEADLINE_MISS_POLICIES, DEFAULT_PRIORITY, PRIORITIES
 from cuzk.settings_schema import (
+    FIELD_ARITH,
+    MSM_PRECOMPUTE,
+    MSM_PRECOMPUTE_BUDGET_SHARE,
     REQUIRED,
     ParseContext,
+    Parser,
     Setting,
     boolean,
     byte_size,
@@ -59,7 +69,6 @@ from cuzk.settings_schema import (
     positive_int,
     positive_seconds,
     secret_string,
-    setting,
     settings_of,
     split_listen,
     xdg_path,
@@ -71,6 +80,9 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_CONFIG_PATH",
     "DEFAULT_LISTEN",
+    "FIELD_ARITH",
+    "MSM_PRECOMPUTE",
+    "MSM_PRECOMPUTE_BUDGET_SHARE",
     "PRIORITIES",
     "PROOF_KIND_SCHEMA",
     "ClusterConfig",
@@ -84,7 +96,9 @@ __all__ = [
     "byte_size",
     "dump_defaults",
     "engine_settings",
+    "keys_of",
     "load_config",
+    "schema",
 ]
 
 DEFAULT_LISTEN = "127.0.0.1:9820"
@@ -101,83 +115,158 @@ class ConfigError(CuzkError):
         super().__init__("invalid configuration:\n" + "\n".join(f"  {p}" for p in self.problems))
 
 
-# --------------------------------------------------------------------------- sections
+# --------------------------------------------------------------------------- declaring a key
 
 
 @dataclass(frozen=True)
-class ServerConfig:
+class _Parse:
+    """A field's validator: the project's parser, given where relative paths start (the file
+    the value came from) and the environment (``$XDG_*``) through the validation context."""
+
+    parse: Parser
+
+    def __call__(self, value: Any, info: ValidationInfo) -> Any:
+        context = info.context or {}
+        base = context.get("bases", {}).get(info.field_name)
+        return self.parse(value, ParseContext(base, context.get("env")))
+
+
+def parsed(parse: Parser, input_type: Any = Any) -> PlainValidator:
+    """Annotated metadata: the field's value is ``parse(raw)``; ``input_type`` is what the JSON
+    schema says a file may hold."""
+    return PlainValidator(_Parse(parse), json_schema_input_type=input_type)
+
+
+def key(default: Any, doc: str, *, env_fallback: str | None = None, example: Any = None) -> Any:
+    """A declared key: ``default`` is its TOML spelling (parsed like a value from the file);
+    ``env_fallback`` names a standard variable read when the key is not set; ``example`` is
+    shown in the generated file for a key without a default."""
+    return Field(
+        ... if default is REQUIRED else default,
+        description=doc,
+        validate_default=True,
+        examples=None if example is None else [example],
+        json_schema_extra={"x-env-fallback": env_fallback} if env_fallback else None,
+    )
+
+
+class Section(BaseModel):
+    """A config table: frozen; a key it does not declare is an error; errors never show the
+    value (a secret's could be among them: the parsers show the others')."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
+
+
+def keys_of(model: type[BaseModel]) -> dict[str, Setting]:
+    """The declared keys of a section model (fields with a description), in declaration order."""
+    out: dict[str, Setting] = {}
+    for name, f in model.model_fields.items():
+        if f.description is None:  # not a key: a proof kind's name, whether it is bundled
+            continue
+        extra = f.json_schema_extra if isinstance(f.json_schema_extra, dict) else {}
+        fallback = extra.get("x-env-fallback")
+        out[name] = Setting(
+            default=REQUIRED if f.is_required() else f.default,
+            doc=f.description,
+            parse=next(m.func.parse for m in f.metadata if isinstance(m, PlainValidator)),  # type: ignore[union-attr]
+            secret=not f.repr,
+            env_fallback=str(fallback) if fallback else None,
+            example=f.examples[0] if f.examples else None,
+        )
+    return out
+
+
+# A credential: left out of repr, and every dump (model_dump, to_dict) shows it redacted.
+Secret = Annotated[
+    str,
+    parsed(secret_string, str),
+    PlainSerializer(lambda v: REDACTED if v else ""),
+    Field(repr=False),
+]
+Flag = Annotated[bool, parsed(boolean, bool | str)]
+Count = Annotated[int, parsed(positive_int, int | str)]
+Seconds = Annotated[float, parsed(positive_seconds, float | str)]
+Bytes = Annotated[int, parsed(byte_size, int | str)]
+OptionalPath = Annotated[Path | None, parsed(optional_path, str)]
+OptionalText = Annotated[str | None, parsed(optional_string, str)]
+FilePath = Annotated[Path, parsed(path, str)]
+# Aliases at module level: a field named like its parser would hide it in the class body.
+PhaseSeconds = Annotated[
+    tuple[tuple[str, float], ...],
+    parsed(phase_seconds, dict[str, float] | str),
+    PlainSerializer(lambda v: [list(pair) for pair in v], when_used="json"),  # () warns else
+]
+
+
+def one_of(options: tuple[str, ...]) -> PlainValidator:
+    return parsed(choice(options), str)
+
+
+def state_file(name: str) -> PlainValidator:
+    """A path; "" = ``$XDG_STATE_HOME/cuzk/<name>`` (``~/.local/state/cuzk/<name>``)."""
+    return parsed(xdg_path("XDG_STATE_HOME", ".local/state", "cuzk", name), str)
+
+
+# --------------------------------------------------------------------------- sections
+
+
+class ServerConfig(Section):
     """[server]: the HTTP API."""
 
-    listen: str = setting(
-        DEFAULT_LISTEN, "HOST:PORT of the HTTP API (IPv6 as [::1]:9820).", parse_listen
+    listen: Annotated[str, parsed(parse_listen, str)] = key(
+        DEFAULT_LISTEN, "HOST:PORT of the HTTP API (IPv6 as [::1]:9820)."
     )
-    max_body_bytes: int = setting(
+    max_body_bytes: Bytes = key(
         "8MiB",
         "Largest request body accepted; a larger one is refused with 413 while it is being read."
         " A submit is bounded tighter by what the configured kinds' inputs can need.",
-        byte_size,
     )
-    auth_token: str = setting(
+    auth_token: Secret = key(
         "",
         "Bearer token: when set (here, in auth_token_file, or CUZK_SERVER_AUTH_TOKEN), every "
         "route but /healthz, /readyz (and /metrics unless metrics_require_auth) needs "
         '`Authorization: Bearer ...`. "" = authentication off, which `cuzk serve` allows on a '
         "loopback address only, unless allow_unauthenticated = true. Never printed.",
-        secret_string,
-        secret=True,
     )
-    auth_token_file: Path | None = setting(
-        "", 'A file holding the bearer token (instead of auth_token); "" = none.', optional_path
+    auth_token_file: OptionalPath = key(
+        "", 'A file holding the bearer token (instead of auth_token); "" = none.'
     )
-    allow_unauthenticated: bool = setting(
-        False, "Allow a non-loopback listen address without a token.", boolean
-    )
-    metrics_require_auth: bool = setting(False, "/metrics needs the token too.", boolean)
-    header_timeout_s: float = setting(
+    allow_unauthenticated: Flag = key(False, "Allow a non-loopback listen address without a token.")
+    metrics_require_auth: Flag = key(False, "/metrics needs the token too.")
+    header_timeout_s: Seconds = key(
         5.0,
         "A request's headers must arrive within this many seconds of the connection (or of "
         "its first byte, on a kept-alive connection); 408 / close after.",
-        positive_seconds,
     )
-    body_timeout_s: float = setting(
-        30.0,
-        "A request's body must arrive within this many seconds of its headers (408 after).",
-        positive_seconds,
+    body_timeout_s: Seconds = key(
+        30.0, "A request's body must arrive within this many seconds of its headers (408 after)."
     )
-    write_timeout_s: float = setting(
+    write_timeout_s: Seconds = key(
         30.0,
         "Once a response fills the connection's send buffer, the client must read enough of it"
         " to let writing resume within this many seconds, or it is disconnected.",
-        positive_seconds,
     )
-    keepalive_timeout_s: float = setting(
-        5.0, "An idle kept-alive connection is closed after this many seconds.", positive_seconds
+    keepalive_timeout_s: Seconds = key(
+        5.0, "An idle kept-alive connection is closed after this many seconds."
     )
-    max_connections: int = setting(
-        1024, "Open connections beyond this are answered 503 and closed.", positive_int
-    )
-    max_requests_in_flight: int = setting(
+    max_connections: Count = key(1024, "Open connections beyond this are answered 503 and closed.")
+    max_requests_in_flight: Count = key(
         256,
         "Requests being handled at once (health checks and long-polls excepted); more get 503"
         " with Retry-After, and /readyz says not ready while it is reached.",
-        positive_int,
     )
-    max_long_polls: int = setting(
+    max_long_polls: Count = key(
         64,
         "Long-polls (GET /v1/proofs/{id}?wait=N) waiting at once, on their own threads and apart"
         " from max_requests_in_flight, so they never hold up submits; more get 429.",
-        positive_int,
     )
-    max_long_polls_per_client: int = setting(
+    max_long_polls_per_client: Count = key(
         16,
         "Long-polls waiting at once from one client address (all clients behind one proxy share"
         " it); more get 429 with Retry-After.",
-        positive_int,
     )
-    drain_timeout_s: float = setting(
-        30.0,
-        "On SIGTERM, seconds to finish in-flight requests and running jobs before exiting.",
-        positive_seconds,
+    drain_timeout_s: Seconds = key(
+        30.0, "On SIGTERM, seconds to finish in-flight requests and running jobs before exiting."
     )
 
     @property
@@ -189,62 +278,48 @@ class ServerConfig:
         return split_listen(self.listen)[1]
 
 
-@dataclass(frozen=True)
-class TelemetryConfig:
+class TelemetryConfig(Section):
     """[telemetry]: Prometheus metrics and OpenTelemetry traces."""
 
-    service_name: str = setting(
+    service_name: Annotated[str, parsed(non_empty_string, str)] = key(
         "cuzk",
         'OpenTelemetry service.name. Default: $OTEL_SERVICE_NAME when set, else "cuzk".',
-        non_empty_string,
         env_fallback="OTEL_SERVICE_NAME",
     )
-    metrics: bool = setting(
+    metrics: Flag = key(
         True,
         "Serve Prometheus metrics on /metrics (OpenMetrics with exemplars when the scraper asks).",
-        boolean,
     )
-    tracing: bool = setting(
+    tracing: Flag = key(
         True,
         "Record OpenTelemetry spans (cuzk.job > cuzk.partition > ...). They leave the process "
         "when OTEL_TRACES_EXPORTER asks, or over OTLP when an endpoint is set here or through "
         "the standard OTEL_EXPORTER_OTLP_* variables (docs/telemetry.md lists them all).",
-        boolean,
     )
-    otlp_endpoint: str | None = setting(
+    otlp_endpoint: OptionalText = key(
         "",
         'OTLP endpoint such as "http://localhost:4318", used when OTEL_EXPORTER_OTLP_ENDPOINT '
         "is not set; the protocol is OTEL_EXPORTER_OTLP_PROTOCOL's (default http/protobuf). "
         '"" = the standard OTEL_* variables only.',
-        optional_string,
     )
-    nvml_replay: Path | None = setting(
+    nvml_replay: OptionalPath = key(
         "",
         "A recording of NVML samples (JSON, docs/operations.md) exported as the device gauges "
         "(cuzk_device_utilization_ratio, cuzk_device_memory_used_bytes) of the devices it "
         "names, instead of reading the driver: rehearses the device dashboards and alerts on "
         'a host without a GPU. "" = the driver, when pynvml and a GPU are present.',
-        optional_path,
     )
 
 
-FIELD_ARITH = ("auto", "portable")
-MSM_PRECOMPUTE = ("auto", "off", "on")
-# auto builds a key's window tables when they take at most this share of the host memory budget.
-MSM_PRECOMPUTE_BUDGET_SHARE = 16
-
-
-@dataclass(frozen=True)
-class ProverConfig:
+class ProverConfig(Section):
     """[prover]: the CPU prover (the backend without a GPU, and a GPU host's fallback)."""
 
-    field_arith: str = setting(
+    field_arith: Annotated[str, one_of(FIELD_ARITH)] = key(
         "auto",
         'Field multiply of the CPU MSMs: "auto" = mulx/adcx/adox where the CPU has BMI2 and ADX '
         '(checked at start), "portable" = plain 64-bit C everywhere.',
-        choice(FIELD_ARITH),
     )
-    msm_precompute: str = setting(
+    msm_precompute: Annotated[str, one_of(MSM_PRECOMPUTE)] = key(
         "auto",
         "Precomputed window tables for the proving keys' MSM points, built once at key load "
         "(the key's host bytes and the memory budget count them; about 7x the key's point "
@@ -253,58 +328,52 @@ class ProverConfig:
         "(engine.memory_budget_bytes). `cuzk prove`, one "
         'proof per process, builds them only when "on": the build costs more than one proof '
         "saves.",
-        choice(MSM_PRECOMPUTE),
     )
 
 
-@dataclass(frozen=True)
-class JournalConfig:
+class JournalConfig(Section):
     """[journal]: the on-disk record of accepted jobs, so a restart loses none."""
 
-    enabled: bool = setting(
-        True, "Record accepted jobs on disk and recover them at start.", boolean
-    )
-    path: Path = setting(
+    enabled: Flag = key(True, "Record accepted jobs on disk and recover them at start.")
+    path: Annotated[Path, state_file("journal.sqlite3")] = key(
         "",
         'The journal file (SQLite); "" = $XDG_STATE_HOME/cuzk/journal.sqlite3 '
         "(~/.local/state/cuzk/journal.sqlite3).",
-        xdg_path("XDG_STATE_HOME", ".local/state", "cuzk", "journal.sqlite3"),
     )
-    retention_jobs: int = setting(
-        10000, "Finished jobs kept in the journal; the oldest are deleted first.", positive_int
+    retention_jobs: Count = key(
+        10000, "Finished jobs kept in the journal; the oldest are deleted first."
     )
-    retention_s: float = setting(
-        604800, "Seconds a finished job is kept in the journal (604800 = 7 days).", positive_seconds
+    retention_s: Seconds = key(
+        604800, "Seconds a finished job is kept in the journal (604800 = 7 days)."
     )
 
 
-@dataclass(frozen=True)
-class ClusterConfig:
+class ClusterConfig(Section):
     """[cluster]: run the engine's steps on a Ray cluster (docs/cluster.md)."""
 
-    address: str | None = setting(
+    address: OptionalText = key(
         "",
         'Ray cluster to drive, as "host:port" of `ray start --head`; "" = one process '
-        "(Ray is never imported). Needs pip install 'cuzk[cluster]'.",
-        optional_string,
+        "(Ray is never imported). Needs the cluster extra (docs/cluster.md, Install).",
     )
-    gpu_slots: int = setting(
+    gpu_slots: Annotated[int | None, parsed(int_or_auto(lambda: None), int | str)] = key(
         "auto",
         "GPU workers the head can drive at once (its threads are fixed at start); "
         '"auto" = the GPUs Ray reports at start.',
-        int_or_auto(lambda: 0),
     )
-    sd_file: Path = setting(
+    sd_file: Annotated[Path, state_file("cuzk_sd.json")] = key(
         "",
         "Prometheus file_sd file the head keeps listing every live cuzk endpoint of the cluster "
         '(labels node, role); "" = $XDG_STATE_HOME/cuzk/cuzk_sd.json.',
-        xdg_path("XDG_STATE_HOME", ".local/state", "cuzk", "cuzk_sd.json"),
     )
+
+
+PROOF_KIND_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 
 
 def _proof_kind_name(name: str) -> str | None:
     """Proof kind names are labels and URL path parts: keep them plain."""
-    if re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,63}", name):
+    if PROOF_KIND_NAME.fullmatch(name):
         return None
     return (
         "proof kind names must be 1-64 characters of lower-case letters, digits, '.', '_' or '-',"
@@ -312,78 +381,76 @@ def _proof_kind_name(name: str) -> str | None:
     )
 
 
-@dataclass(frozen=True)
-class ProofKindConfig:
+class ProofKindConfig(Section):
     """[proof_kinds.<name>]: one proof kind (a bundled one's defaults come from the registry)."""
 
     name: str
-    r1cs: Path = setting(
+    r1cs: FilePath = key(
         REQUIRED,
         "Circuit .r1cs (required for a kind that is not bundled).",
-        path,
         example="circuits/my.r1cs",
     )
-    wasm: Path = setting(
+    wasm: FilePath = key(
         REQUIRED,
         "The circom witness generator .wasm (required for a kind that is not bundled).",
-        path,
         example="circuits/my_js/my.wasm",
     )
-    enabled: bool = setting(True, "false drops the kind (for example a bundled one).", boolean)
-    zkey: Path | None = setting(
-        "", 'Proving key; "" = generated into keys_dir on first use (at start when '
-        'deadline_admission is "reject").', optional_path
-    )
-    sample_input: Path | None = setting(
-        "", "Example input for one partition (what `cuzk submit` sends without --input).",
-        optional_path,
-    )  # fmt: skip
-    partitions: int = setting(1, "Partitions (independent proofs) per job.", positive_int)
-    priority: str = setting(
-        DEFAULT_PRIORITY, "Default priority: " + ", ".join(PRIORITIES) + ".", choice(PRIORITIES)
-    )
-    deadline: float | None = setting(
+    enabled: Flag = key(True, "false drops the kind (for example a bundled one).")
+    zkey: OptionalPath = key(
         "",
-        'Relative deadline a submit without one gets, e.g. "20s" or "30m"; "" = none.',
-        optional_duration,
+        'Proving key; "" = generated into keys_dir on first use (at start when '
+        'deadline_admission is "reject").',
     )
-    on_deadline_miss: str = setting(
+    sample_input: OptionalPath = key(
+        "", "Example input for one partition (what `cuzk submit` sends without --input)."
+    )
+    partitions: Count = key(1, "Partitions (independent proofs) per job.")
+    priority: Annotated[str, one_of(PRIORITIES)] = key(
+        DEFAULT_PRIORITY, "Default priority: " + ", ".join(PRIORITIES) + "."
+    )
+    deadline: Annotated[float | None, parsed(optional_duration, float | str)] = key(
+        "", 'Relative deadline a submit without one gets, e.g. "20s" or "30m"; "" = none.'
+    )
+    on_deadline_miss: Annotated[str, one_of(DEADLINE_MISS_POLICIES)] = key(
         "continue",
         'When a job\'s deadline passes: "cancel" drops its unstarted partitions and ends it '
         'deadline_exceeded; "continue" lets it finish (counted as a miss).',
-        choice(DEADLINE_MISS_POLICIES),
     )
-    deadline_admission: str = setting(
+    deadline_admission: Annotated[str, one_of(DEADLINE_ADMISSIONS)] = key(
         "accept",
-        'A submit whose deadline cannot be met even at the front of its priority class: '
+        "A submit whose deadline cannot be met even at the front of its priority class: "
         '"reject" refuses it (503, naming the predicted finish); "accept" takes it, at risk.',
-        choice(DEADLINE_ADMISSIONS),
     )
-    phase_seconds: tuple[tuple[str, float], ...] = setting(
+    phase_seconds: PhaseSeconds = key(
         "",
         "Expected seconds per partition phase, predictions' starting point before any is "
         "measured (later runs start from the journal's figures), e.g. {synthesizing = 0.8, "
         'proving = 2.5, finalizing = 0.4}; "" = none.',
-        phase_seconds,
     )
     bundled: bool = False
 
 
-PROOF_KIND_SCHEMA: dict[str, Setting] = settings_of(ProofKindConfig)
+PROOF_KIND_SCHEMA: dict[str, Setting] = keys_of(ProofKindConfig)
 
 
-def _engine_settings_class() -> type[EngineSettings]:
-    # Imported when needed so that importing cuzk.config does not import the engine package.
+@functools.cache
+def engine_model() -> type[Section]:
+    """[engine] as a model, built from the keys ``EngineSettings`` declares (imported here on
+    first use, so that importing cuzk.config does not import the engine package)."""
     from cuzk.engine.settings import EngineSettings
 
-    return EngineSettings
+    fields: dict[str, Any] = {
+        name: (Annotated[Any, parsed(spec.parse)], key(spec.default, spec.doc))
+        for name, spec in settings_of(EngineSettings).items()
+    }
+    return create_model("EngineSection", __base__=Section, __doc__="[engine]", **fields)
 
 
-def _sections() -> dict[str, type]:
-    """Section name -> the dataclass declaring its keys, in file order."""
+def _sections() -> dict[str, type[Section]]:
+    """Section name -> the model declaring its keys, in file order."""
     return {
         "server": ServerConfig,
-        "engine": _engine_settings_class(),
+        "engine": engine_model(),
         "telemetry": TelemetryConfig,
         "journal": JournalConfig,
         "prover": ProverConfig,
@@ -393,7 +460,7 @@ def _sections() -> dict[str, type]:
 
 def schema() -> dict[str, dict[str, Setting]]:
     """Every fixed section's keys: ``{section: {key: Setting}}``."""
-    return {name: settings_of(cls) for name, cls in _sections().items()}
+    return {name: keys_of(model) for name, model in _sections().items()}
 
 
 def __getattr__(name: str) -> Any:
@@ -401,12 +468,16 @@ def __getattr__(name: str) -> Any:
     if name == "SCHEMA":
         return schema()
     if name == "EngineConfig":
-        return _engine_settings_class()
+        from cuzk.engine.settings import EngineSettings
+
+        return EngineSettings
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _default_engine() -> EngineSettings:
-    return _engine_settings_class()()
+    from cuzk.engine.settings import EngineSettings
+
+    return EngineSettings()
 
 
 @dataclass(frozen=True)
@@ -423,11 +494,16 @@ class Config:
     def to_dict(self) -> dict[str, Any]:
         """JSON-able view of every key (paths as strings, secrets redacted), for logs and
         ``cuzk serve --print-config``."""
-        out: dict[str, Any] = {}
-        for name in _sections():
-            out[name] = _plain(getattr(self, name))
+        engine = engine_model().model_construct(  # the engine's values, already checked
+            **{name: getattr(self.engine, name) for name in engine_model().model_fields}
+        )
+        out: dict[str, Any] = {
+            name: (engine if name == "engine" else getattr(self, name)).model_dump(mode="json")
+            for name in _sections()
+        }
         out["proof_kinds"] = {
-            name: _plain(k) | {"name": k.name, "bundled": k.bundled}
+            name: k.model_dump(mode="json", exclude={"name", "bundled"})
+            | {"name": k.name, "bundled": k.bundled}
             for name, k in self.proof_kinds.items()
         }
         out["source"] = str(self.source) if self.source is not None else None
@@ -438,19 +514,9 @@ class Config:
         return engine_settings(self)
 
 
-def _plain(obj: Any) -> dict[str, Any]:
-    """The declared keys of a section object as JSON-able values; secrets redacted."""
-    out: dict[str, Any] = {}
-    for key, spec in settings_of(type(obj)).items():
-        value = getattr(obj, key)
-        if spec.secret:
-            value = REDACTED if value else ""
-        elif isinstance(value, Path):
-            value = str(value)
-        elif isinstance(value, tuple):
-            value = list(value)
-        out[key] = value
-    return out
+# What a proof kind's settings take from its section under the same name (deadline: deadline_s).
+_KIND_FIELDS = ("partitions", "priority", "r1cs", "wasm", "zkey", "on_deadline_miss",
+                "deadline_admission", "phase_seconds")
 
 
 def engine_settings(config: Config) -> EngineSettings:
@@ -469,16 +535,7 @@ def engine_settings(config: Config) -> EngineSettings:
         msm_precompute=config.prover.msm_precompute,
         proof_kinds={
             name: ProofKindSettings(
-                name=name,
-                partitions=k.partitions,
-                priority=k.priority,
-                r1cs=k.r1cs,
-                wasm=k.wasm,
-                zkey=k.zkey,
-                deadline_s=k.deadline,
-                on_deadline_miss=k.on_deadline_miss,
-                deadline_admission=k.deadline_admission,
-                phase_seconds=k.phase_seconds,
+                name=name, deadline_s=k.deadline, **{f: getattr(k, f) for f in _KIND_FIELDS}
             )
             for name, k in config.proof_kinds.items()
         },
@@ -513,6 +570,25 @@ def _bundled_kinds() -> list[Any]:
     return list(bundled_circuits().values())
 
 
+_REQUIRED_FOR_A_NEW_KIND = "required for a proof kind that is not bundled"
+
+
+def _bundled_values(b: Any) -> dict[str, Any]:
+    """A bundled kind's values from the circuit registry (where they are declared)."""
+    if b is None:
+        return {}
+    return {
+        "r1cs": Path(b.r1cs_path),
+        "wasm": Path(b.wasm_path),
+        "partitions": int(b.partitions),
+        "priority": str(b.priority),
+        "deadline": getattr(b, "deadline_s", None),
+        "on_deadline_miss": str(getattr(b, "on_deadline_miss", "continue")),
+        "deadline_admission": str(getattr(b, "deadline_admission", "accept")),
+        "sample_input": getattr(b, "sample_input_path", None) or None,
+    }
+
+
 def _split_kind_variable(rest: str, tokens: Iterable[str]) -> tuple[str | None, str]:
     """``POREP_C2_SAMPLE_INPUT`` -> (``POREP_C2``, ``sample_input``): keys may hold ``_`` too."""
     for key in sorted(PROOF_KIND_SCHEMA, key=len, reverse=True):
@@ -523,6 +599,26 @@ def _split_kind_variable(rest: str, tokens: Iterable[str]) -> tuple[str | None, 
         if rest.startswith(token + "_"):
             return token, rest[len(token) + 1 :].lower()
     return None, rest.lower()
+
+
+def _validate(
+    model: type[Section], raw: Mapping[str, _Raw], env: Mapping[str, str]
+) -> tuple[Any, list[tuple[str, str]], list[str]]:
+    """``model`` from raw values (defaults for the rest): (the section, [], []), or (None,
+    [(key, problem)], [missing required keys]); each problem in the parser's words, never
+    pydantic's (which would show the value, a secret's too)."""
+    context = {"env": env, "bases": {k: r.base for k, r in raw.items()}}
+    try:
+        return model.model_validate({k: r.value for k, r in raw.items()}, context=context), [], []
+    except ValidationError as e:
+        errors = e.errors(include_url=False, include_input=False)
+    missing = [str(err["loc"][0]) for err in errors if err["type"] == "missing"]
+    problems = [
+        (str(err["loc"][0]), str(err.get("ctx", {}).get("error") or err["msg"]))
+        for err in errors
+        if err["type"] != "missing"
+    ]
+    return None, problems, missing
 
 
 def load_config(
@@ -542,7 +638,7 @@ def load_config(
     """
     env = os.environ if env is None else env
     sections = _sections()
-    keys_of = {name: settings_of(cls) for name, cls in sections.items()}
+    keys_of_section = {name: model.model_fields for name, model in sections.items()}
     problems: list[str] = []
     source = Path(path).expanduser().resolve() if path is not None else None
     doc: dict[str, Any] = {}
@@ -573,12 +669,12 @@ def load_config(
                 if not isinstance(ktable, dict):
                     problems.append(f"proof_kinds.{name}: must be a table")
                     continue
-                for key, value in ktable.items():
-                    if key not in PROOF_KIND_SCHEMA:
-                        at = f"proof_kinds.{name}.{key}"
-                        problems.append(_unknown(at, key, PROOF_KIND_SCHEMA))
+                for key_, value in ktable.items():
+                    if key_ not in PROOF_KIND_SCHEMA:
+                        at = f"proof_kinds.{name}.{key_}"
+                        problems.append(_unknown(at, key_, PROOF_KIND_SCHEMA))
                         continue
-                    kind_raw.setdefault(name, {})[key] = _Raw(value, base)
+                    kind_raw.setdefault(name, {})[key_] = _Raw(value, base)
                 kind_raw.setdefault(name, {})
             continue
         if section not in sections:
@@ -589,11 +685,11 @@ def load_config(
         if not isinstance(table, dict):
             problems.append(f"{section}: must be a table ([{section}])")
             continue
-        for key, value in table.items():
-            if key not in keys_of[section]:
-                problems.append(_unknown(f"{section}.{key}", key, keys_of[section]))
+        for key_, value in table.items():
+            if key_ not in keys_of_section[section]:
+                problems.append(_unknown(f"{section}.{key_}", key_, keys_of_section[section]))
                 continue
-            raw[section][key] = _Raw(value, base)
+            raw[section][key_] = _Raw(value, base)
 
     # Proof kinds: bundled defaults, then file tables.
     try:
@@ -610,7 +706,7 @@ def load_config(
             continue
         value = env[var]
         if var.startswith(kind_prefix):
-            token, key = _split_kind_variable(var[len(kind_prefix) :], env_tokens)
+            token, key_ = _split_kind_variable(var[len(kind_prefix) :], env_tokens)
             if token is None or token not in env_tokens:
                 problems.append(
                     f"{var}: no proof kind matches {token or var[len(kind_prefix) :]!r}"
@@ -618,241 +714,99 @@ def load_config(
                 )
                 continue
             name = env_tokens[token]
-            if key not in PROOF_KIND_SCHEMA:
+            if key_ not in PROOF_KIND_SCHEMA:
                 problems.append(
-                    _unknown(f"{var}: proof_kinds.{name}.{key}", key, PROOF_KIND_SCHEMA)
+                    _unknown(f"{var}: proof_kinds.{name}.{key_}", key_, PROOF_KIND_SCHEMA)
                 )
                 continue
-            kind_raw.setdefault(name, {})[key] = _Raw(value, None, var)
+            kind_raw.setdefault(name, {})[key_] = _Raw(value, None, var)
             continue
-        for section in sections:
+        for section, keys in keys_of_section.items():
             prefix = ENV_PREFIX + section.upper() + "_"
             if var.startswith(prefix):
-                key = var[len(prefix) :].lower()
-                if key not in keys_of[section]:
-                    problems.append(_unknown(f"{var}: {section}.{key}", key, keys_of[section]))
+                key_ = var[len(prefix) :].lower()
+                if key_ not in keys:
+                    problems.append(_unknown(f"{var}: {section}.{key_}", key_, keys))
                 else:
-                    raw[section][key] = _Raw(value, None, var)
+                    raw[section][key_] = _Raw(value, None, var)
                 break
         # Any other CUZK_* variable (CUZK_CONFIG, CUZK_URL, ...) is not a config key.
 
     for dotted, value in (overrides or {}).items():
-        section, _, key = dotted.partition(".")
-        if section not in keys_of or key not in keys_of[section]:
+        section, _, key_ = dotted.partition(".")
+        if section not in keys_of_section or key_ not in keys_of_section[section]:
             raise ValueError(f"override for unknown key {dotted!r}")
         if value is not None:
-            raw[section][key] = _Raw(value, None, "command line")
+            raw[section][key_] = _Raw(value, None, "command line")
 
     def where(section: str, key: str, r: _Raw | None) -> str:
         if r is not None and r.origin:
             return f"{section}.{key} (from {r.origin})"
         return f"{section}.{key}"
 
-    # Parse the fixed sections.
-    parsed: dict[str, dict[str, Any]] = {}
-    for section, keys in keys_of.items():
-        parsed[section] = {}
-        for key, spec in keys.items():
-            r = raw[section].get(key)
-            if r is None and spec.env_fallback and env.get(spec.env_fallback):
-                r = _Raw(env[spec.env_fallback], None, spec.env_fallback)
-            value = r.value if r is not None else spec.default
-            try:
-                parsed[section][key] = spec.parse(value, ParseContext(r.base if r else None, env))
-            except ValueError as e:
-                problems.append(f"{where(section, key, r)}: {e}")
-
-    # Parse the proof kinds.
+    # Validate the fixed sections.
+    built: dict[str, Any] = {}
+    for section, model in sections.items():
+        for name, spec in keys_of(model).items():
+            fallback = spec.env_fallback
+            if name not in raw[section] and fallback and env.get(fallback):
+                raw[section][name] = _Raw(env[fallback], None, fallback)
+        built[section], errors, _ = _validate(model, raw[section], env)
+        for name, msg in errors:
+            problems.append(f"{where(section, name, raw[section].get(name))}: {msg}")
+    # Validate the proof kinds: the registry's values for a bundled one, then its table.
     kinds: dict[str, ProofKindConfig] = {}
     for name in all_kind_names:
         b = bundled_by_name.get(name)
         layer = kind_raw.get(name, {})
-        values: dict[str, Any] = {}
-        for key, spec in PROOF_KIND_SCHEMA.items():
-            if spec.default is not REQUIRED:
-                values[key] = spec.parse(spec.default, ParseContext(None, env))
-        if b is not None:
-            values |= {
-                "r1cs": Path(b.r1cs_path),
-                "wasm": Path(b.wasm_path),
-                "partitions": int(b.partitions),
-                "priority": str(b.priority),
-                "deadline": getattr(b, "deadline_s", None),
-                "on_deadline_miss": str(getattr(b, "on_deadline_miss", "continue")),
-                "deadline_admission": str(getattr(b, "deadline_admission", "accept")),
-            }
-            if getattr(b, "sample_input_path", None):
-                values["sample_input"] = Path(b.sample_input_path)
-        ok = True
-        for key, r in layer.items():
-            try:
-                values[key] = PROOF_KIND_SCHEMA[key].parse(r.value, ParseContext(r.base, env))
-            except ValueError as e:
-                problems.append(f"{where('proof_kinds', f'{name}.{key}', r)}: {e}")
-                ok = False
-        if not ok or not values["enabled"]:
+        given = {"name": _Raw(name, None), "bundled": _Raw(b is not None, None)}
+        given |= {k: _Raw(v, None) for k, v in _bundled_values(b).items()} | layer
+        kind, errors, missing = _validate(ProofKindConfig, given, env)
+        for k, msg in errors:
+            problems.append(f"{where('proof_kinds', f'{name}.{k}', layer.get(k))}: {msg}")
+        if errors or not boolean(given["enabled"].value if "enabled" in given else True):
             continue
-        for key, spec in PROOF_KIND_SCHEMA.items():
-            if spec.default is REQUIRED and values.get(key) is None:
-                problems.append(
-                    f"proof_kinds.{name}.{key}: required for a proof kind that is not bundled"
-                )
-                ok = False
-        if not ok:
+        problems += [f"proof_kinds.{name}.{k}: {_REQUIRED_FOR_A_NEW_KIND}" for k in missing]
+        if missing:
             continue
         if check_files:
-            for key in ("r1cs", "wasm", "zkey", "sample_input"):
-                p = values[key]
+            for k in ("r1cs", "wasm", "zkey", "sample_input"):
+                p = getattr(kind, k)
                 problem = None if p is None else not_a_file(p)
                 if problem:
-                    at = where("proof_kinds", f"{name}.{key}", layer.get(key))
+                    at = where("proof_kinds", f"{name}.{k}", layer.get(k))
                     problems.append(f"{at}: {problem}: {p}")
-        kinds[name] = ProofKindConfig(name=name, bundled=b is not None, **values)
+        kinds[name] = kind
 
     if not kinds and not any(p.startswith("proof_kinds") for p in problems):
         problems.append("proof_kinds: no proof kind is enabled")
     if problems:
         raise ConfigError(problems)
 
-    built: dict[str, Any] = {}
-    for section, cls in sections.items():
-        try:
-            built[section] = cls(**parsed[section])
-        except ValueError as e:  # a check across keys in the section's own __post_init__
-            problems.append(f"{section}: {e}")
+    from cuzk.engine.settings import EngineSettings
+
+    try:  # the engine's checks across its keys (its own __post_init__)
+        built["engine"] = EngineSettings(**dict(built["engine"]))
+    except ValueError as e:
+        problems.append(f"engine: {e}")
     horizon = getattr(built.get("engine"), "deadline_horizon", None)
-    for name, k in kinds.items():
-        if horizon is not None and k.deadline is not None and k.deadline > horizon:
-            problems.append(f"proof_kinds.{name}.deadline: {k.deadline:g} s is beyond "
+    for name, kind in kinds.items():
+        if horizon is not None and kind.deadline is not None and kind.deadline > horizon:
+            problems.append(f"proof_kinds.{name}.deadline: {kind.deadline:g} s is beyond "
                             f"engine.deadline_horizon ({horizon:g} s)")
     if problems:
         raise ConfigError(problems)
     return Config(**built, proof_kinds=kinds, source=source)
 
 
-# --------------------------------------------------------------------------- the documented file
-
-_HEADER = """\
-cuzk configuration: every key, with its default.
-
-GENERATED by `python -m cuzk.config --dump-defaults` from the declarations in cuzk/config.py,
-cuzk/engine/settings.py and cuzk/circuits/registry.py: change those, then regenerate this file
-(a test checks that it is current).
-
-`cuzk serve` runs on these defaults when given no file; `cuzk serve --config FILE` reads a file
-shaped like this one (any key may be left out). Every key can also be set from the environment
-as CUZK_<SECTION>_<KEY>, which wins over the file:
-
-  CUZK_SERVER_LISTEN=0.0.0.0:9820  CUZK_ENGINE_BACKEND=cuda  CUZK_TELEMETRY_TRACING=false
-
-Byte sizes are integers or strings such as "8GiB", "512MiB" or "2GB" (KiB/MiB/GiB/TiB and
-bare K/M/G/T are powers of 1024; kB/MB/GB/TB powers of 1000). Booleans from the environment
-are true/false, 1/0, yes/no or on/off. Relative paths are taken from this file's directory.
-Unknown sections and keys are errors, and every error names its key."""
-
-_PROOF_KINDS_INTRO = """\
-Proof kinds. The defaults are the bundled circuits (Poseidon Merkle-inclusion circuits of
-several sizes, structural stand-ins for Filecoin's proofs). A [proof_kinds.<name>] table
-overrides fields of a bundled kind or adds a new one (r1cs and wasm are then required).
-Environment: CUZK_PROOF_KINDS_<NAME>_<KEY> with the name upper-cased and '-' / '.' written as
-'_', e.g. CUZK_PROOF_KINDS_POREP_C2_PARTITIONS=4."""
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    raise TypeError(f"no TOML spelling for {value!r}")
-
-
-def _comment(text: str, width: int = 98) -> list[str]:
-    lines: list[str] = []
-    for paragraph in text.split("\n"):
-        if not paragraph.strip():
-            lines.append("#")
-            continue
-        indent = paragraph[: len(paragraph) - len(paragraph.lstrip())]
-        wrapped = textwrap.wrap(paragraph, width, subsequent_indent=indent, break_long_words=False)
-        lines += [f"# {w}" for w in wrapped]
-    return lines
-
-
-def _duration_text(seconds: float | None) -> str:
-    if seconds is None:
-        return ""
-    if seconds % 60 == 0:
-        return f"{int(seconds // 60)}m"
-    return f"{seconds:g}s"
-
-
 def dump_defaults(bundled: Iterable[Any] | None = None) -> str:
     """The documented default config file (what ``cuzk/default_config.toml`` holds)."""
-    out = _comment(_HEADER)
-    for section, cls in _sections().items():
-        out += ["", f"[{section}]"]
-        for key, spec in settings_of(cls).items():
-            out += _comment(spec.doc)
-            line = f"{key} = {_toml_value(spec.default)}"
-            # A key whose default comes from a standard variable is shown commented out, so
-            # copying this file does not pin the value.
-            out.append(f"# {line}" if spec.env_fallback else line)
-    out += ["", *_comment(_PROOF_KINDS_INTRO)]
-    kinds = _bundled_kinds() if bundled is None else list(bundled)
-    out += ["#", "# The bundled kinds, with their defaults:"]
-    for b in kinds:
-        out += [
-            "#",
-            f"# [proof_kinds.{b.proof_kind}]",
-            f"# partitions = {_toml_value(int(b.partitions))}",
-            f"# priority = {_toml_value(str(b.priority))}",
-            f"# deadline = {_toml_value(_duration_text(getattr(b, 'deadline_s', None)))}",
-            f"# on_deadline_miss = {_toml_value(str(getattr(b, 'on_deadline_miss', 'continue')))}",
-            "# deadline_admission = "
-            f"{_toml_value(str(getattr(b, 'deadline_admission', 'accept')))}",
-        ]
-    out += [
-        "#",
-        "# Every key of a proof kind, shown for a kind of your own. `cuzk circuit add NAME",
-        "# --r1cs F --wasm F [--zkey F]` checks the files and writes such a table;",
-        "# docs/custom-circuits.md walks through it:",
-        "#",
-    ]
-    out.append("# [proof_kinds.my-circuit]")
-    for key, spec in PROOF_KIND_SCHEMA.items():
-        shown = spec.example if spec.default is REQUIRED else spec.default
-        out += [f"#   {line[2:]}" for line in _comment(spec.doc, width=94)]
-        out.append(f"# {key} = {_toml_value(shown)}")
-    return "\n".join(out) + "\n"
+    from cuzk.config_docs import default_file
 
-
-def main(argv: Sequence[str] | None = None) -> int:
-    import argparse
-
-    parser = argparse.ArgumentParser(
-        prog="python -m cuzk.config", description="Print the documented default configuration."
-    )
-    parser.add_argument(
-        "--dump-defaults", action="store_true", help="print the documented default config file"
-    )
-    parser.add_argument(
-        "--write", type=Path, metavar="FILE", help="with --dump-defaults: write FILE instead"
-    )
-    args = parser.parse_args(argv)
-    if not args.dump_defaults:
-        parser.print_usage(sys.stderr)
-        return 2
-    text = dump_defaults()
-    if args.write:
-        args.write.write_text(text)
-    else:
-        sys.stdout.write(text)
-    return 0
+    return default_file(bundled)
 
 
 if __name__ == "__main__":
+    from cuzk.config_docs import main
+
     raise SystemExit(main())

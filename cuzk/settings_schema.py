@@ -1,13 +1,15 @@
 """How a setting is declared, once: its default as spelled in TOML, one line saying what it does,
 and the parser that turns a TOML value or an environment string into the typed value.
 
-The engine's settings (``cuzk.engine.settings``) and the application's sections (``cuzk.config``)
-declare their fields with :func:`setting`; ``cuzk.config`` reads those declarations to load the
-TOML file and the ``CUZK_*`` variables and to generate ``cuzk/default_config.toml``. So a default
-is written in exactly one place. Standard library only, because the engine imports it.
+The application's sections (``cuzk.config``) are pydantic models whose fields validate with these
+parsers. The engine's settings (``cuzk.engine.settings``) declare their keys with :func:`setting`
+on a plain dataclass, since the engine does not import pydantic; ``cuzk.config`` builds the
+``[engine]`` model from those declarations. So a default is written in exactly one place.
+Standard library only, because the engine and the HTTP clients (``parse_duration``) import it.
 
 Parsers take the raw value and a :class:`ParseContext`; they raise ``ValueError`` with a message
-that does not name the key (the loader prefixes the key and the variable it came from).
+that does not name the key (the loader prefixes the key and the variable it came from). Each
+accepts its own result unchanged, so a section built in code from typed values validates too.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "FIELD_ARITH",
+    "MSM_PRECOMPUTE",
+    "MSM_PRECOMPUTE_BUDGET_SHARE",
     "REQUIRED",
     "ParseContext",
     "Setting",
@@ -46,6 +51,14 @@ __all__ = [
     "split_listen",
     "xdg_path",
 ]
+
+
+# The CPU prover's choices ([prover] keys), spelled here so that the prover reads them without
+# importing cuzk.config (and pydantic with it).
+FIELD_ARITH = ("auto", "portable")
+MSM_PRECOMPUTE = ("auto", "off", "on")
+# auto builds a key's window tables when they take at most this share of the host memory budget.
+MSM_PRECOMPUTE_BUDGET_SHARE = 16
 
 
 @dataclass(frozen=True)
@@ -134,11 +147,12 @@ def positive_int(value: object, ctx: ParseContext | None = None) -> int:
     return _int(value, minimum=1, what="a positive integer")
 
 
-def int_or_auto(auto: Callable[[], int]) -> Parser:
-    """A positive integer, or ``"auto"``, which becomes ``auto()`` (a count sized from the host)."""
+def int_or_auto(auto: Callable[[], int | None]) -> Parser:
+    """A positive integer, or ``"auto"``, which becomes ``auto()`` (a count sized from the host,
+    or None where it is sized later; None is taken back as "auto")."""
 
-    def parse(value: object, ctx: ParseContext | None = None) -> int:
-        if isinstance(value, str) and value.strip().lower() == "auto":
+    def parse(value: object, ctx: ParseContext | None = None) -> int | None:
+        if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
             return auto()
         return _int(value, minimum=1, what='a positive integer or "auto"')
 
@@ -200,7 +214,7 @@ def duration(value: object, ctx: ParseContext | None = None) -> float:
 
 def optional_duration(value: object, ctx: ParseContext | None = None) -> float | None:
     """A duration (:func:`parse_duration`), or ``""`` for none."""
-    if isinstance(value, str) and not value.strip():
+    if value is None or (isinstance(value, str) and not value.strip()):
         return None
     return parse_duration(value)
 
@@ -211,6 +225,8 @@ def phase_seconds(value: object, ctx: ParseContext | None = None) -> tuple[tuple
     from cuzk.protocol import PREDICTED_PHASES
 
     what = "a table of phase = seconds"
+    if isinstance(value, tuple):  # already parsed
+        value = dict(value)
     if isinstance(value, str):
         if not value.strip():
             return ()
@@ -267,7 +283,7 @@ def byte_size(value: object, ctx: ParseContext | None = None) -> int:
 
 def byte_size_or_auto(value: object, ctx: ParseContext | None = None) -> int | None:
     """``"auto"`` (None): the engine sizes it from the machine (total minus the safety margin)."""
-    if isinstance(value, str) and value.strip().lower() == "auto":
+    if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
         return None
     try:
         result = byte_size(value)
@@ -342,6 +358,8 @@ def parse_listen(value: object, ctx: ParseContext | None = None) -> str:
 
 def path(value: object, ctx: ParseContext | None = None) -> Path:
     """A path; ``~`` is expanded and a relative path is taken from the config file's directory."""
+    if isinstance(value, Path):  # already parsed
+        return value
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"must be a non-empty path string, {_got(value)}")
     p = Path(value.strip()).expanduser()
@@ -361,6 +379,8 @@ def xdg_path(variable: str, fallback: str, *parts: str) -> Parser:
     unset or not absolute (the XDG base directory rule), read from the context's environment."""
 
     def parse(value: object, ctx: ParseContext | None = None) -> Path:
+        if isinstance(value, Path):  # already parsed
+            return value
         if not isinstance(value, str):
             default = "/".join(["$" + variable, *parts])
             raise ValueError(f'must be a path string ("" = {default}), {_got(value)}')
@@ -377,6 +397,8 @@ def xdg_path(variable: str, fallback: str, *parts: str) -> Parser:
 def devices(value: object, ctx: ParseContext | None = None) -> tuple[int, ...] | None:
     """``"all"`` (None), a list of device indices, or a comma-separated string of them."""
     what = 'must be "all" or a list of CUDA device indices such as [0, 1] or "0,1"'
+    if value is None:  # already parsed: all
+        return None
     if isinstance(value, str):
         if value.strip().lower() == "all":
             return None

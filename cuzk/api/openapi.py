@@ -102,10 +102,9 @@ SERVER_FAULT = Reply("Server fault: a bug or an unreadable file; the body says w
 
 def _retention() -> str:
     """The retention rule with its defaults, read from the one place they are declared."""
-    from cuzk.config import JournalConfig
-    from cuzk.settings_schema import settings_of
+    from cuzk.config import JournalConfig, keys_of
 
-    keys = settings_of(JournalConfig)
+    keys = keys_of(JournalConfig)
     jobs, seconds = keys["retention_jobs"].default, keys["retention_s"].default
     return (
         "Jobs are journaled when accepted and survive restarts (same id, same proofs). A"

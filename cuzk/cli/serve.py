@@ -94,11 +94,12 @@ def _cluster_engine(config: Config, settings: Any, provider: Any,
         from cuzk.cluster.service_discovery import SdWriter
     except ImportError as e:
         raise ClusterUnavailable(
-            f"--cluster needs Ray: pip install 'cuzk[cluster]' ({e})") from None
+            f"--cluster needs Ray ({e}): install the cluster extra; in the clone,"
+            " .venv/bin/pip install -c constraints.txt -e '.[cluster]'") from None
     address = config.cluster.address
     log.info("cluster: connecting to the Ray cluster at %s", address)
     try:
-        engine = cluster_engine(settings, address, gpu_slots=config.cluster.gpu_slots or None,
+        engine = cluster_engine(settings, address, gpu_slots=config.cluster.gpu_slots,
                                 tracer_provider=provider, otel_env=otel_env)
     except ConnectionError as e:
         raise ClusterUnavailable(f"cannot reach the Ray cluster at {address}: {e}") from None

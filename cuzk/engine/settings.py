@@ -22,6 +22,7 @@ from cuzk.protocol import (
     PRIORITY_RANK,
 )
 from cuzk.settings_schema import (
+    MSM_PRECOMPUTE,
     boolean,
     byte_size,
     byte_size_or_auto,
@@ -206,7 +207,7 @@ class EngineSettings:
                 raise ValueError(f"{name} must be >= 1")
         if self.scheduler not in ORDERS:
             raise ValueError(f"scheduler must be one of {ORDERS}, not {self.scheduler!r}")
-        if self.msm_precompute not in ("auto", "off", "on"):
+        if self.msm_precompute not in MSM_PRECOMPUTE:
             raise ValueError(f"msm_precompute must be auto, off or on, not {self.msm_precompute!r}")
         if self.memory_budget_bytes is not None and self.memory_budget_bytes <= 0:
             raise ValueError("memory_budget_bytes must be positive")

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point
 
-from cuzk.config import FIELD_ARITH, MSM_PRECOMPUTE, MSM_PRECOMPUTE_BUDGET_SHARE
+from cuzk.settings_schema import FIELD_ARITH, MSM_PRECOMPUTE, MSM_PRECOMPUTE_BUDGET_SHARE
 
 _msm: Any
 try:

@@ -1,15 +1,12 @@
 """docs/custom-circuits.md, run as written: every ```sh block's commands in order in an empty
 directory (the server block in the background), the ```circom / ```json blocks written to the
 files they name, the ```toml block compared with what `cuzk circuit add` wrote. The only change
-is the port: 9820 becomes a free one. README's short path is run as pasted by
-test_interop_readme.py."""
+is the port: 9820 becomes a free one. (README's short path is run by tests/docs.)"""
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
-import stat
 import subprocess
 import sys
 import time
@@ -25,7 +22,6 @@ from tests.interop.conftest import cuzk_env, free_port
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "custom-circuits.md"
-README = ROOT / "README.md"
 FENCE = re.compile(r"^```([a-z]+)(?: (\S+))?\n(.*?)^```\n", re.S | re.M)
 
 
@@ -44,27 +40,20 @@ def blocks(text: str) -> list[Block]:
     return [Block(m[1], m[2], m[3]) for m in FENCE.finditer(text)]
 
 
-def _path_with_tools(tmp: Path) -> str:
-    """cuzk from this venv, snarkjs from node_modules, and `circom` (circom2 when the Rust
-    compiler is not installed: same command line)."""
-    shims = tmp / "bin"
-    shims.mkdir()
-    if not shutil.which("circom"):
-        shim = shims / "circom"
-        shim.write_text(f'#!/bin/sh\nexec "{node_bin("circom2")}" "$@"\n')
-        shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
+def _path_with_tools() -> str:
+    """cuzk from this venv; snarkjs and circom2 from node_modules (what `make node` installs)."""
     venv_bin = Path(sys.executable).parent
-    return os.pathsep.join([str(shims), str(venv_bin), str(NODE_MODULES / ".bin"),
-                            os.environ.get("PATH", "")])  # fmt: skip
+    return os.pathsep.join([str(venv_bin), str(NODE_MODULES / ".bin"), os.environ.get("PATH", "")])
 
 
 def test_walkthrough_commands_run_as_written(tmp_path: Path):
     node_bin("snarkjs")
+    node_bin("circom2")
     require_tool("curl")
     work = tmp_path / "work"
     work.mkdir()
     env = cuzk_env(tmp_path)
-    env["PATH"] = _path_with_tools(tmp_path)
+    env["PATH"] = _path_with_tools()
     port = str(free_port())
     server = None
     outputs: list[tuple[str, str]] = []

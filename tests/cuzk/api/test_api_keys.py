@@ -40,7 +40,9 @@ def _app(tmp_path: Path, zkey: Path, sample: Path | None = INPUT):
     )
     config = Config(
         proof_kinds={
-            "tiny": ProofKindConfig("tiny", R1CS, WASM, zkey, sample_input=sample, partitions=2)
+            "tiny": ProofKindConfig(
+                name="tiny", r1cs=R1CS, wasm=WASM, zkey=zkey, sample_input=sample, partitions=2
+            )
         }
     )
     engine = Engine(settings, RealProver(settings)).start()

@@ -63,7 +63,8 @@ def test_serve_with_cluster_but_no_ray_says_what_to_install(tmp_path: Path) -> N
     out = _serve(tmp_path, "--listen", "127.0.0.1:0", "--cluster", "127.0.0.1:6379",
                  code=NO_RAY + CODE)
     assert "EXIT 2" in out.stdout, out.stdout[-2000:] + out.stderr[-3000:]
-    assert "--cluster needs Ray: pip install 'cuzk[cluster]' (No module named 'ray')" in (
+    assert ("--cluster needs Ray (No module named 'ray'): install the cluster extra; in the"
+            " clone, .venv/bin/pip install -c constraints.txt -e '.[cluster]'") in (
         out.stderr), out.stderr[-3000:]
     assert "MODULES " not in out.stdout  # refused before anything was served
 
