@@ -362,6 +362,7 @@ def test_circuit_check_input_tells_a_wasm_of_another_circuit_of_the_same_shape(t
     assert proc.returncode == 1, line
     assert "they do not belong together: witness of tiny does not satisfy constraint 0" in line
     assert f"the wasm {SWAPPED} and the r1cs {R1CS} may not be of the same circuit" in line
+    assert "circuit check --input" not in line  # no advice to run what is running
     good = ok(cuzk(tmp_path, "circuit", "check", *files, "--wasm", WASM, "--input", INPUT))
     assert f"the witness of {INPUT} satisfies every constraint" in good
     (tmp_path / "short.json").write_text(json.dumps({"a": 1}))
