@@ -10,11 +10,13 @@ from kernels.curves import BLS12_381, Curve
 
 __all__ = [
     "BLS12_381",
+    "BN128_BASE_PRIME",
     "BN128_SCALAR_PRIME",
     "CURVES",
     "Curve",
     "curve_for_prime",
     "curve_for_scalar_prime",
+    "unknown_base_prime",
     "unknown_scalar_prime",
 ]
 
@@ -50,3 +52,19 @@ def unknown_scalar_prime(r: int) -> str:
             " compile with --prime bls12381"
         )
     return f"prime {r:#x} is not the scalar field of a supported curve ({supported})"
+
+
+BN128_BASE_PRIME = 0x30644E72E131A029B85045B68181585D97816A916871CA8D3C208C16D87CFD47
+"""bn128's base field (a zkey header carries q): snarkjs's keys for circom's default prime."""
+
+
+def unknown_base_prime(q: int) -> str:
+    """What to tell a user whose zkey carries a base-field prime of no supported curve."""
+    supported = ", ".join(CURVES)
+    if q == BN128_BASE_PRIME:
+        return (
+            f"a key for bn128 (circom's and snarkjs's default curve), but cuzk proves on"
+            f" {supported} only: compile the circuit with --prime bls12381 and make the key"
+            f" from a {supported} powers of tau"
+        )
+    return f"base field prime {q:#x} is not a supported curve's ({supported})"

@@ -130,7 +130,11 @@ class KeysDirUnwritable(CuzkError):
     or cached there)."""
 
     def __init__(self, directory: object, reason: OSError) -> None:
-        why = reason.strerror or str(reason)
+        why = (
+            "it is a file, not a directory" if isinstance(reason, FileExistsError)
+            else "a directory above it is a file" if isinstance(reason, NotADirectoryError)
+            else reason.strerror or str(reason)
+        )
         super().__init__(
             f"cannot write proving keys in {directory}: {why}; point the key cache at a writable"
             " directory (cuzk serve: engine.keys_dir or CUZK_ENGINE_KEYS_DIR; cuzk prove and"

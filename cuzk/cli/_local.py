@@ -41,7 +41,8 @@ def add_circuit_args(p: argparse.ArgumentParser) -> None:
         "kind",
         nargs="?",
         help="proof kind: bundled (winning-post, window-post, snap-update, porep-c2) or one"
-        " of --config's [proof_kinds.<name>]; with --r1cs, just a name for the key cache",
+        " of --config's [proof_kinds.<name>]; with --r1cs, just a name for the key cache;"
+        " a CIRCUIT.zkey in rapidsnark's order",
     )
     p.add_argument("--r1cs", type=Path, help="circuit .r1cs (instead of a proof kind)")
     p.add_argument("--wasm", type=Path, help="circuit witness generator .wasm (with --r1cs)")
@@ -95,7 +96,10 @@ def pick(args: argparse.Namespace, *, need_wasm: bool = True) -> LocalCircuit:
         given = [f"--{n}" for n in ("wasm",) if getattr(args, n, None) is not None]
         if not args.kind:
             hint = f"{' and '.join(given)} needs --r1cs" if given else "nothing to prove"
-            raise UsageError(f"{hint}: give a proof KIND, or --r1cs with --wasm (or --wtns)")
+            raise UsageError(
+                f"{hint}: give a proof KIND, or --r1cs with --wasm (or --wtns), or --zkey with"
+                " --wtns"
+            )
         if given:
             raise UsageError(f"{given[0]} goes with --r1cs, not with a proof kind")
         found = _configured_kinds(args)

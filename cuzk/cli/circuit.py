@@ -13,14 +13,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from cuzk.circuits.registry import bundled_circuits
+from cuzk.cli._local_results import CheckResult, add_json_argument, base, finish
 from cuzk.cli._output import OutputError, check_output_file, write_text
-from cuzk.errors import CuzkError
+from cuzk.errors import CuzkError, WitnessError
 from cuzk.files import not_a_file
 from cuzk.protocol import DEFAULT_PRIORITY, PRIORITIES
 
@@ -38,16 +40,24 @@ def register(subparsers: Any) -> None:
         "check",
         help="say whether an r1cs, a wasm witness generator and a zkey belong together",
         description="Load the three files and check them as the server does when it loads a"
-        " key. Exit status: 0 they belong together, 1 they do not (the reason names the file"
-        " and, for the key, the section), 2 a file is missing.",
+        " key. Sizes alone cannot tell a wasm of another circuit of the same shape: --input"
+        " computes a witness with the wasm and checks it satisfies every constraint of the"
+        " r1cs. Exit status: 0 they belong together, 1 they do not (the reason names the file"
+        " and, for the key, the section), 2 a file is missing or the input is refused.",
     )
     _files(check, zkey_required=True)
+    check.add_argument(
+        "--input", type=Path,
+        help="a sample input JSON: its witness (from the wasm) must satisfy the r1cs",
+    )
+    add_json_argument(check)
     check.set_defaults(func=run_check)
 
     add = sub.add_parser(
         "add",
         help="add a circuit as a proof kind ([proof_kinds.NAME] in the config file)",
-        description="Check the files (with --zkey: that they belong together), then append a"
+        description="Check the files (with --zkey: that they belong together; with"
+        " --sample-input: that its witness satisfies the r1cs), then append a"
         " [proof_kinds.NAME] table to the config file and validate the result. Without --zkey"
         " the server proves with a development key made on first use (not for production).",
     )
@@ -69,7 +79,8 @@ def register(subparsers: Any) -> None:
     add.add_argument(
         "--replace",
         action="store_true",
-        help="allow NAME to be a bundled proof kind, replacing its circuit for every job",
+        help="replace the config's [proof_kinds.NAME] table (after a recompile, a new key);"
+        " for a bundled NAME, replace its circuit for every job of that kind",
     )
     add.set_defaults(func=run_add)
 
@@ -103,29 +114,75 @@ def _files(p: argparse.ArgumentParser, zkey_required: bool) -> None:
     p.add_argument("--zkey", type=Path, required=zkey_required, help="proving key .zkey")
 
 
-def check_files(r1cs: Path, wasm: Path, zkey: Path | None, name: str | None = None) -> str:
-    """Load the files and check they belong together; a one-line summary, or CuzkError."""
+def _read_input(path: Path, flag: str) -> dict:
+    """A sample input: one JSON object of signal names to values, or a one-line _Usage."""
+    problem = not_a_file(path)
+    if problem:
+        raise _Usage(f"{flag} {path}: {problem}")
+    try:
+        inputs = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError) as e:
+        raise _Usage(f"{flag} {path}: {getattr(e, 'strerror', None) or e}") from None
+    except json.JSONDecodeError as e:
+        raise _Usage(f"{flag} {path}: not JSON: {e.msg} at line {e.lineno}") from None
+    if not isinstance(inputs, dict):
+        raise _Usage(f"{flag} {path}: expected one JSON object of signal names to values")
+    return inputs
+
+
+def check_result(r1cs: Path, wasm: Path, zkey: Path | None, sample: Path | None) -> CheckResult:
+    return {**base("circuit check"), "belong": None, "r1cs": str(r1cs), "wasm": str(wasm),
+            "zkey": None if zkey is None else str(zkey),
+            "input": None if sample is None else str(sample), "constraints": None,
+            "signals": None, "public_signals": None, "domain_log2": None,
+            "input_satisfied": None, "phase2_contributions": None, "circuit_hash": None}
+
+
+def check_files(
+    r1cs: Path, wasm: Path, zkey: Path | None, name: str | None = None,
+    sample: Path | None = None, sample_flag: str = "--input",
+    result: CheckResult | None = None,
+) -> str:
+    """Load the files and check they belong together; a one-line summary, or CuzkError.
+
+    ``sample``: an input whose witness (computed by the wasm) must satisfy every constraint of
+    the r1cs, the one check that tells a wasm of another circuit of the same shape.
+    ``result``: filled with what was learnt on the way (``--json``), even when a check fails."""
     from cuzk.prover.circuit import Circuit
     from cuzk.prover.keys import ProvingKey
 
+    result = result if result is not None else check_result(r1cs, wasm, zkey, sample)
     for flag, path in (("--r1cs", r1cs), ("--wasm", wasm), ("--zkey", zkey)):
         problem = None if path is None else not_a_file(path)
         if problem:
             raise _Usage(f"{flag} {path}: {problem}")
+    inputs = None if sample is None else _read_input(sample, sample_flag)
     circuit = Circuit.load(r1cs, wasm, name)
     r = circuit.r1cs
+    result["constraints"], result["signals"] = r.n_constraints, r.n_wires
+    result["public_signals"] = r.n_public
+    result["domain_log2"] = r.domain_size.bit_length() - 1
     summary = (
         f"{r.n_constraints} constraints, {r.n_wires} signals, {r.n_public} public,"
         f" domain 2^{r.domain_size.bit_length() - 1}"
     )
+    if inputs is not None:
+        try:
+            witness = circuit.calculate_witness(inputs)
+        except WitnessError as e:
+            raise _Usage(f"{sample_flag} {sample}: the wasm refuses it: {e}") from None
+        result["input_satisfied"] = False
+        circuit.check_satisfies(witness)  # WitnessError: they do not belong together
+        result["input_satisfied"] = True
+        summary += f"; the witness of {sample} satisfies every constraint"
     if zkey is None:
         return f"{r1cs} and {wasm} belong together ({summary})"
     key = ProvingKey.load(zkey)
     circuit.check_key(key)
-    return f"{r1cs}, {wasm} and {zkey} belong together ({summary}; {_ceremony(key)})"
+    return f"{r1cs}, {wasm} and {zkey} belong together ({summary}; {_ceremony(key, result)})"
 
 
-def _ceremony(key) -> str:
+def _ceremony(key, result: CheckResult) -> str:
     """The key's phase-2 record (section 10): contributions and the circuit hash snarkjs prints
     as "Circuit Hash", to compare with the ceremony's transcript (``snarkjs zkey verify``
     checks it against the r1cs and the powers of tau, which cuzk never sees)."""
@@ -133,6 +190,7 @@ def _ceremony(key) -> str:
     if mpc is None:
         return "no contributions section"
     count = int.from_bytes(mpc[64:68], "little")
+    result["phase2_contributions"], result["circuit_hash"] = count, mpc[:64].hex()
     return f"{count} phase-2 contribution{'s' if count != 1 else ''}, circuit hash {mpc[:64].hex()}"
 
 
@@ -141,15 +199,18 @@ class _Usage(CuzkError):
 
 
 def run_check(args: argparse.Namespace) -> int:
+    result = check_result(args.r1cs, args.wasm, args.zkey, args.input)
     try:
-        print("OK: " + check_files(args.r1cs, args.wasm, args.zkey))
-        return 0
+        summary = check_files(args.r1cs, args.wasm, args.zkey, sample=args.input, result=result)
     except _Usage as e:
-        print(f"cuzk circuit check: {e}", file=sys.stderr)
-        return 2
+        return finish(args, result, 2, str(e))
     except CuzkError as e:
-        print(f"cuzk circuit check: they do not belong together: {e}", file=sys.stderr)
-        return 1
+        result["belong"] = False
+        return finish(args, result, 1, f"they do not belong together: {e}")
+    result["belong"] = True
+    if not args.json:
+        print("OK: " + summary)
+    return finish(args, result, 0)
 
 
 def _toml_path(path: Path, config_dir: Path) -> str:
@@ -174,6 +235,34 @@ def _has_kind(text: str, name: str) -> bool:
     except tomllib.TOMLDecodeError:
         return False  # the load after writing names the problem
     return isinstance(kinds, dict) and name in kinds
+
+
+_HEADER = re.compile(r"^\s*\[[^\[\]]+\]\s*(#.*)?$")
+_SKIPPED = re.compile(r"^\s*(#.*)?$")
+
+
+def _without_kind(text: str, name: str) -> tuple[str, int] | None:
+    """``text`` with its ``[proof_kinds.NAME]`` table cut out, and the line it began at; None
+    when NAME is not declared by such a table (inline, or under ``[proof_kinds]``: those are
+    left for the user to edit). The table runs to the next table header; blank and comment
+    lines just before that header stay (they belong to what follows)."""
+    lines = text.splitlines(keepends=True)
+    for start, line in enumerate(lines):
+        if not _HEADER.match(line):
+            continue
+        try:
+            parsed = tomllib.loads(line.strip())
+        except tomllib.TOMLDecodeError:
+            continue
+        if parsed != {"proof_kinds": {name: {}}}:
+            continue
+        end = next((i for i in range(start + 1, len(lines)) if _HEADER.match(lines[i])),
+                   len(lines))
+        while end > start + 1 and _SKIPPED.match(lines[end - 1]):
+            end -= 1
+        rest = "".join(lines[:start] + lines[end:])
+        return (None if _has_kind(rest, name) else (rest, start))
+    return None
 
 
 def _table(args: argparse.Namespace, config_dir: Path) -> str:
@@ -210,17 +299,34 @@ def run_add(args: argparse.Namespace) -> int:
                 " for every job of that kind; pass --replace to do that, or choose another NAME"
             )
         check_output_file(config, "--config")  # before the files are loaded and checked
-        summary = check_files(args.r1cs, args.wasm, args.zkey, args.name)
+        summary = check_files(args.r1cs, args.wasm, args.zkey, args.name,
+                              sample=args.sample_input, sample_flag="--sample-input")
         before = config.read_text() if config.exists() else None
-        if before is not None and _has_kind(before, args.name):
-            raise _Usage(
-                f"{config} already has [proof_kinds.{args.name}]: edit or remove that table"
-            )
         config_dir = config.resolve().parent
-        text = before or ""
-        if text and not text.endswith("\n"):
-            text += "\n"
-        text += ("\n" if text else "") + _table(args, config_dir)
+        replaced = before is not None and _has_kind(before, args.name)
+        if replaced and not args.replace:
+            raise _Usage(
+                f"{config} already has [proof_kinds.{args.name}]: pass --replace to replace"
+                " that table (after a recompile or with a new key), or edit it"
+            )
+        if replaced:
+            assert before is not None
+            cut = _without_kind(before, args.name)
+            if cut is None:
+                raise _Usage(
+                    f"{config} declares proof kind {args.name} other than as a"
+                    f" [proof_kinds.{args.name}] table: edit it there"
+                )
+            rest, at = cut
+            lines = rest.splitlines(keepends=True)
+            if at and not lines[at - 1].endswith("\n"):
+                lines[at - 1] += "\n"
+            text = "".join([*lines[:at], _table(args, config_dir), *lines[at:]])
+        else:
+            text = before or ""
+            if text and not text.endswith("\n"):
+                text += "\n"
+            text += ("\n" if text else "") + _table(args, config_dir)
         write_text(config, text, "--config")
         try:
             load_config(config)
@@ -242,7 +348,8 @@ def run_add(args: argparse.Namespace) -> int:
         else "no --zkey: the server proves with a development key made on first use"
         " (not for production)"
     )
-    print(f"added proof kind {args.name} to {config}: {summary}; {key_note}")
+    done = "replaced proof kind" if replaced else "added proof kind"
+    print(f"{done} {args.name} {'in' if replaced else 'to'} {config}: {summary}; {key_note}")
     return 0
 
 

@@ -2,6 +2,9 @@
 
 The arguments are checked completely (files exist, inputs parse, the backend is usable) before
 any long work: generating a development key, loading the key, computing the witness.
+
+A zkey and a witness alone are enough (the zkey holds the A and B coefficients, C is a*b), so
+rapidsnark's call works as it is: ``cuzk prove CIRCUIT.zkey WITNESS.wtns PROOF.json PUBLIC.json``.
 """
 
 from __future__ import annotations
@@ -14,12 +17,19 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from cuzk import progress
 from cuzk.cli._local import UsageError, add_circuit_args, pick, zkey_for
-from cuzk.cli._output import check_output_dir, write_text
-from cuzk.errors import CuzkError
+from cuzk.cli._local_results import ProveResult, Timings, add_json_argument, base, finish
+from cuzk.cli._output import check_output_dir, check_output_file, write_text
+from cuzk.errors import CuzkError, FormatError
+from cuzk.files import not_a_file
 
 if TYPE_CHECKING:
     from cuzk.config import ProverConfig
+    from cuzk.formats.wtns import Witness
+    from cuzk.prover.keys import ProvingKey
 
 BACKENDS = ("auto", "cpu", "cuda")
 
@@ -30,9 +40,19 @@ def register(subparsers: Any) -> None:
         help="prove one partition locally and write proof.json / public.json",
         description="Prove one partition without a server: a proof kind (bundled, or from"
         " --config), or a circuit given as --r1cs with --wasm. The witness is computed from"
-        " --input, or read from --wtns (made by any generator: snarkjs, circom's C++ one).",
+        " --input, or read from --wtns (made by any generator: snarkjs, circom's C++ one)."
+        " A zkey and a witness alone also prove (--zkey with --wtns, no --r1cs: the key holds"
+        " the constraints' coefficients), and so does rapidsnark's call as it is:"
+        " `cuzk prove CIRCUIT.zkey WITNESS.wtns PROOF.json PUBLIC.json`.",
     )
     add_circuit_args(p)
+    p.add_argument(
+        "files",
+        nargs="*",
+        metavar="FILE",
+        help="rapidsnark's order, after CIRCUIT.zkey in KIND's place: WITNESS.wtns PROOF.json"
+        " PUBLIC.json",
+    )
     src = p.add_mutually_exclusive_group()
     src.add_argument(
         "--input", type=Path, help="input JSON (default: the proof kind's sample input)"
@@ -48,7 +68,8 @@ def register(subparsers: Any) -> None:
         " (default: %(default)s)",
     )
     p.add_argument(
-        "--out", type=Path, default=Path("."), help="directory for proof.json and public.json"
+        "--out", type=Path, default=None,
+        help="directory for proof.json and public.json (default: the current directory)",
     )
     p.add_argument(
         "-v",
@@ -57,6 +78,7 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="also say how the CPU prover runs: its field multiply, cores, MSM implementation",
     )
+    add_json_argument(p)
     p.set_defaults(func=run)
 
 
@@ -101,15 +123,99 @@ def _backend(name: str):
     return CpuBackend()
 
 
+def prove_result() -> ProveResult:
+    return {**base("prove"), "name": None, "zkey": None, "development_key": None,
+            "backend": None, "proof": None, "public": None, "public_signals": None,
+            "verified": None, "timings_ms": None}
+
+
 def run(args: argparse.Namespace) -> int:
+    result = prove_result()
     try:
-        return _run(args)
+        _run(args, result)
     except CuzkError as e:
-        print(f"cuzk prove: {e}", file=sys.stderr)
-        return 2
+        return finish(args, result, 2, str(e))
+    return finish(args, result, 0)
 
 
-def _run(args: argparse.Namespace) -> int:
+RAPIDSNARK_FORM = "cuzk prove CIRCUIT.zkey WITNESS.wtns PROOF.json PUBLIC.json"
+
+
+def _outputs(args: argparse.Namespace) -> tuple[Path, Path]:
+    """Where proof.json and public.json go. Rapidsnark's positional form is turned into
+    ``--zkey``/``--wtns`` here (KIND is then the zkey); any option it would clash with is
+    refused rather than silently ignored."""
+    rapid = bool(args.files) or (args.kind is not None and args.kind.endswith(".zkey"))
+    if not rapid:
+        out = args.out or Path(".")
+        check_output_dir(out, "--out")
+        return out / "proof.json", out / "public.json"
+    if not args.kind.endswith(".zkey") and not Path(args.kind).is_file():
+        raise UsageError(
+            f"unexpected argument {args.files[0]} after proof kind {args.kind}"
+            f" (rapidsnark's order is {RAPIDSNARK_FORM})"
+        )
+    if len(args.files) != 3:
+        given = " ".join([args.kind, *args.files])
+        raise UsageError(f"{given}: expected four files in rapidsnark's order: {RAPIDSNARK_FORM}")
+    for flag in ("zkey", "wtns", "input", "wasm", "out"):
+        if getattr(args, flag) is not None:
+            raise UsageError(
+                f"--{flag} does not go with rapidsnark's form ({RAPIDSNARK_FORM}): the four"
+                " files name the key, the witness and both outputs"
+            )
+    args.zkey, args.wtns, args.kind = Path(args.kind), Path(args.files[0]), None
+    args.labels = {"zkey": "CIRCUIT.zkey", "wtns": "WITNESS.wtns"}
+    proof, public = Path(args.files[1]), Path(args.files[2])
+    inputs = {args.zkey.resolve(): "CIRCUIT.zkey", args.wtns.resolve(): "WITNESS.wtns"}
+    if proof.resolve() == public.resolve():
+        raise UsageError(f"PROOF.json and PUBLIC.json are the same file ({proof}): name two")
+    for label, path in (("PROOF.json", proof), ("PUBLIC.json", public)):
+        if path.resolve() in inputs:
+            raise UsageError(
+                f"{label} {path} is the {inputs[path.resolve()]} given: writing it would"
+                f" destroy it (the order is {RAPIDSNARK_FORM})"
+            )
+    check_output_file(proof, "PROOF.json")
+    check_output_file(public, "PUBLIC.json")
+    return proof, public
+
+
+def _step_printer(wanted: bool, key_load_s: float) -> progress.Sink:
+    """The prover's steps on stderr as they pass (on a terminal, or with -v), each with the
+    seconds since proving began, so a long proof is not silent; piped without -v, nothing."""
+    t0 = time.perf_counter()
+
+    def show(step: str) -> None:
+        print(f"  {time.perf_counter() - t0:7.2f}s  {step}", file=sys.stderr, flush=True)
+
+    if not wanted:
+        return lambda step: None
+    print(f"  key loaded in {key_load_s:.2f}s; proving:", file=sys.stderr, flush=True)
+    return show
+
+
+def _key_only(args: argparse.Namespace) -> bool:
+    """A zkey and a witness, no circuit: prove from the key's coefficients alone."""
+    return args.r1cs is None and args.kind is None and args.zkey is not None and (
+        args.wtns is not None)
+
+
+def _check_witness_against_key(witness: Witness, key: ProvingKey, wtns: Path) -> np.ndarray:
+    """Curve and length of a .wtns against the zkey it is proven with (no r1cs to ask)."""
+    if witness.curve is not key.curve:
+        raise FormatError(
+            wtns, f"is a {witness.curve.name} witness, {key.path} a {key.curve.name} key")
+    if len(witness) != key.sizes.n_vars:
+        raise FormatError(
+            wtns,
+            f"has {len(witness)} signals, {key.path} needs {key.sizes.n_vars}: a witness of"
+            " another circuit",
+        )
+    return np.ascontiguousarray(witness.values, dtype=np.uint32)
+
+
+def _run(args: argparse.Namespace, result: ProveResult) -> None:
     from cuzk.formats.wtns import read_wtns
     from cuzk.prover import native_msm, qap
     from cuzk.prover.circuit import Circuit
@@ -120,17 +226,22 @@ def _run(args: argparse.Namespace) -> int:
     startup_s = _process_age_s()
     t_read = time.perf_counter()
     # 1. Everything about the arguments, cheap and before anything long.
-    c = pick(args, need_wasm=args.wtns is None)
-    check_output_dir(args.out, "--out")
+    proof_path, public_path = _outputs(args)
+    key_only = _key_only(args)
+    c = None if key_only else pick(args, need_wasm=args.wtns is None)
+    labels = getattr(args, "labels", {"zkey": "--zkey", "wtns": "--wtns"})
+    for flag in ("zkey", "wtns") if key_only else ("wtns",) if args.wtns else ():
+        problem = not_a_file(getattr(args, flag))
+        if problem:
+            raise UsageError(f"{labels[flag]} {getattr(args, flag)}: {problem}")
     prover_config = _prover_config(args)
     native_msm.configure(prover_config.field_arith)
     inputs: dict = {}
     witness_file = None
     if args.wtns is not None:
-        if not args.wtns.is_file():
-            raise UsageError(f"--wtns {args.wtns}: no such file")
         witness_file = read_wtns(args.wtns)
     else:
+        assert c is not None
         input_path = args.input or c.sample_input
         if input_path is None:
             raise UsageError(f"--input FILE (or --wtns FILE) is required: {c.name} has no sample")
@@ -143,14 +254,22 @@ def _run(args: argparse.Namespace) -> int:
         if not isinstance(inputs, dict):
             raise UsageError(f"{input_path}: expected one JSON object of signal names to values")
     backend = _backend(args.backend)
-    # A ready witness needs only the r1cs's header before proving: its terms are read if the
-    # proof fails its self-check, to say whether the key or the witness is at fault.
-    circuit = Circuit.load(c.r1cs, c.wasm if args.wtns is None else None, c.name,
-                           constraints=args.wtns is None)
-    witness = None if witness_file is None else circuit.check_witness(witness_file, args.wtns)
+    circuit = witness = None
+    if c is not None:
+        # A ready witness needs only the r1cs's header before proving: its terms are read if
+        # the proof fails its self-check, to say whether the key or the witness is at fault.
+        circuit = Circuit.load(c.r1cs, c.wasm if args.wtns is None else None, c.name,
+                               constraints=args.wtns is None)
+        if witness_file is not None:
+            witness = circuit.check_witness(witness_file, args.wtns)
 
     # 2. The long work: a development key if none is given, loading and checking the key.
-    if c.zkey is not None:
+    result["name"] = c.name if c is not None else Path(args.zkey).stem
+    result["backend"] = backend.name
+    result["development_key"] = c is not None and c.zkey is None
+    if c is None:
+        zkey = args.zkey
+    elif c.zkey is not None:
         zkey = c.zkey
     else:
         from cuzk.cli._progress import stage_progress
@@ -161,13 +280,17 @@ def _run(args: argparse.Namespace) -> int:
         with stage_progress("keygen") as tick:
             zkey = zkey_for(c, tick)
         t_read += time.perf_counter() - t_keygen
+    result["zkey"] = str(zkey)
     read_s = time.perf_counter() - t_read  # arguments, r1cs, witness (keygen aside)
     t_load = time.perf_counter()
     # One proof per process: "auto" has no budget to weigh and builds no window tables.
     tables = backend.name == "cpu" and native_msm.tables_wanted(
         prover_config.msm_precompute, 0, None)
     key = ProvingKey.load(zkey, tables=tables)  # point sections memory-mapped, checked in place
-    if witness is None:
+    if circuit is None:
+        assert witness_file is not None
+        witness = _check_witness_against_key(witness_file, key, args.wtns)
+    elif witness is None:
         circuit.check_key(key)
     else:
         circuit.check_key_sizes(key)  # coefficients: only if the proof fails (prove_timed)
@@ -183,18 +306,33 @@ def _run(args: argparse.Namespace) -> int:
                f"off (msm_precompute={prover_config.msm_precompute})"),
             file=sys.stderr,
         )
-    proof, times = prove_timed(key, circuit, inputs, backend, witness=witness, check_first=False)
+    with progress.reporting(_step_printer(args.detail or sys.stderr.isatty(), load_s)):
+        proof, times = prove_timed(key, circuit, inputs, backend, witness=witness,
+                                   check_first=False,
+                                   source=None if args.wtns is None else str(args.wtns))
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_text(args.out / "proof.json", json.dumps(proof.proof, indent=1) + "\n", "--out")
-    write_text(args.out / "public.json", json.dumps(proof.public, indent=1) + "\n", "--out")
-    startup = "n/a" if startup_s is None else f"{startup_s * 1e3:.0f}ms"
+    for path, body, what in ((proof_path, proof.proof, "proof"),
+                             (public_path, proof.public, "public signals")):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text(path, json.dumps(body, indent=1) + "\n", what)
+    result["proof"], result["public"] = str(proof_path), str(public_path)
+    result["public_signals"], result["verified"] = proof.public, proof.verified
+    t: Timings = {
+        "startup": None if startup_s is None else round(startup_s * 1e3, 1),
+        "read": round(read_s * 1e3, 1),
+        "key_load": round(load_s * 1e3, 1), "synthesize": round(times.synthesize_s * 1e3, 1),
+        "gpu_phase": round(times.gpu_phase_s * 1e3, 1),
+        "finalize": round(times.finalize_s * 1e3, 1),
+    }
+    result["timings_ms"] = t
+    if args.json:
+        return
+    startup = "n/a" if t["startup"] is None else f"{t['startup']:.0f}ms"
     print(
-        f"{c.name}: proof verified={proof.verified} backend={backend.name} "
+        f"{result['name']}: proof verified={proof.verified} backend={backend.name} "
         f"field_arith={native_msm.arith_path() if backend.name == 'cpu' else 'n/a'} "
-        f"startup={startup} read={read_s * 1e3:.0f}ms key_load={load_s * 1e3:.0f}ms "
-        f"synthesize={times.synthesize_s * 1e3:.0f}ms "
-        f"gpu_phase={times.gpu_phase_s * 1e3:.0f}ms finalize={times.finalize_s * 1e3:.0f}ms "
-        f"-> {args.out / 'proof.json'}"
+        f"startup={startup} read={t['read']:.0f}ms key_load={t['key_load']:.0f}ms "
+        f"synthesize={t['synthesize']:.0f}ms "
+        f"gpu_phase={t['gpu_phase']:.0f}ms finalize={t['finalize']:.0f}ms "
+        f"-> {proof_path}"
     )
-    return 0

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cuzk.curves import Curve, curve_for_prime
+from cuzk.curves import Curve, curve_for_prime, unknown_base_prime
 from cuzk.formats.binfile import (
     BinFile,
     read_bigint,
@@ -129,9 +129,7 @@ def read_zkey(path: str | os.PathLike[str], *, mmap: bool = False) -> ZKey:
     try:
         curve = curve_for_prime(q)
     except KeyError:
-        raise bf.error(
-            f"section 2 (Groth16 header): base field prime {q:#x} is not a known curve's"
-        ) from None
+        raise bf.error(f"section 2 (Groth16 header): {unknown_base_prime(q)}") from None
     if n8q != curve.n8q:
         raise bf.error(
             f"section 2 (Groth16 header): base field size {n8q} is not {curve.name}'s ({curve.n8q})"

@@ -210,5 +210,36 @@ class Circuit:
         if bad.size:
             raise WitnessError(
                 f"witness of {self.name} does not satisfy constraint {int(bad[0])} "
-                f"({bad.size} of {n} constraints fail)"
+                f"({bad.size} of {n} constraints fail): {self._unsatisfied_cause()}"
             )
+
+    _CHECK_ADVICE = " (check them with `cuzk circuit check --input`)"
+
+    def check_satisfies(self, witness: np.ndarray) -> None:
+        """``check_satisfied`` from the r1cs alone, no key: a*b from its A and B terms, laid
+        out as a setup lays them in a key's section 4. It is what `cuzk circuit check --input`
+        runs, so its error does not advise running that."""
+        self.constraints()
+        coeffs = coefficients_from_r1cs(self.r1cs)
+        matrix, constraint, signal, value = (
+            np.ascontiguousarray(coeffs[f], dtype=np.uint32)
+            for f in ("matrix", "constraint", "signal", "value")
+        )
+        _, _, ab = qap.build_abc(matrix, constraint, signal, value, witness,
+                                 self.r1cs.domain_size)
+        try:
+            self.check_satisfied(witness, ab)
+        except WitnessError as e:
+            raise WitnessError(str(e).removesuffix(self._CHECK_ADVICE)) from None
+
+    def _unsatisfied_cause(self) -> str:
+        """The likely cause of a witness that breaks a constraint. A circom witness generator
+        checks its own constraints as it computes, so a witness this circuit's wasm made that
+        breaks the r1cs's means the two are of different circuits (one recompiled, or another
+        circuit of the same shape); a circuit without a wasm was given a ready witness."""
+        wasm = getattr(self.calculator, "path", None)
+        if wasm is not None:
+            return (f"the wasm {wasm} and the r1cs {self.r1cs.path} may not be of the same"
+                    f" circuit{self._CHECK_ADVICE}")
+        return (f"the witness may be of another circuit than {self.r1cs.path}, or its generator"
+                " and that r1cs may not match")

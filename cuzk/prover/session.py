@@ -29,12 +29,13 @@ class StepTimes:
 
 def prove_timed(
     key: ProvingKey,
-    circuit: Circuit,
+    circuit: Circuit | None,
     inputs: dict[str, Any],
     backend: ComputeBackend,
     verify_proof: bool = True,
     witness: np.ndarray | None = None,
     check_first: bool = True,
+    source: str | None = None,
 ) -> tuple[Proof, StepTimes]:
     """``witness`` (already checked against the circuit's sizes) replaces witness generation.
 
@@ -42,15 +43,23 @@ def prove_timed(
     and runs the r1cs checks only when the proof fails to verify, to say whose fault it is:
     the key's coefficients, or the constraint the witness breaks. A proof that verifies needs
     neither, and reading the r1cs's terms costs a one-proof process a third of its time.
+
+    ``circuit`` None (a zkey and a witness alone, as rapidsnark proves): the key's A and B
+    coefficients are all a proof needs; a proof that fails its self-check is then said to be
+    the witness's or the key's fault without naming which (``source`` names the witness).
     """
+    if circuit is None and witness is None:
+        raise ValueError("a circuit (its wasm) or a ready witness is needed")
     deferred = witness is not None and not check_first and verify_proof
     times = StepTimes()
     t0 = time.perf_counter()
+    source = source or f"witness of {circuit.name if circuit else 'the circuit'}"
     if witness is None:
+        assert circuit is not None
         synth = synthesize(key, circuit, inputs)
     else:
-        synth = synthesize_from_witness(key, witness, source=f"witness of {circuit.name}")
-        if not deferred:
+        synth = synthesize_from_witness(key, witness, source=source)
+        if not deferred and circuit is not None:
             circuit.check_satisfied(witness, synth.abc[2])
     t1 = time.perf_counter()
     out = gpu_phase(key, synth, backend)
@@ -59,9 +68,15 @@ def prove_timed(
     try:
         proof = finalize(key, synth, out, verify_proof=verify_proof)
     except ProofError:
-        if deferred:
+        if deferred and circuit is not None:
             assert witness is not None
             explain_failed_proof(key, circuit, witness)
+        if circuit is None:
+            raise ProofError(
+                f"the proof fails self-verification: {source} does not satisfy the circuit"
+                f" {key.path} was made for, or the key is corrupt (give --r1cs CIRCUIT.r1cs to"
+                " name the constraint or the key section at fault)"
+            ) from None
         raise
     t3 = time.perf_counter()
     times.synthesize_s, times.gpu_phase_s, times.finalize_s = t1 - t0, t2 - t1, t3 - t2

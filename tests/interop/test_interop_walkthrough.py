@@ -86,7 +86,7 @@ def test_walkthrough_commands_run_as_written(tmp_path: Path):
                     server.kill()
                     server.wait(timeout=10)
     verified = [out for cmd, out in outputs if "groth16 verify" in cmd]
-    assert len(verified) == 4 and all("OK!" in out for out in verified)
+    assert len(verified) == 5 and all("OK!" in out for out in verified)
     assert server is not None, "the walkthrough never started the server"
     assert (work / "proofs" / "proof_1.json").is_file()  # 2 partitions
 

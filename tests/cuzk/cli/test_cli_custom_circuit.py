@@ -13,6 +13,8 @@ import pytest
 
 from cuzk.cli.main import main
 from cuzk.config import load_config
+from tests.cuzk.cli._cli import cuzk, said
+from tests.cuzk.cli._ran import ok
 from tests.cuzk.prover.test_prover_keycheck import R1CS, SECTION_NAMES, WASM, ZKEY, corrupt
 
 DATA = R1CS.parent
@@ -327,3 +329,107 @@ def test_bench_prover_a_configured_kind(tmp_path: Path, capsys):
     assert " read=" in row["runs"][0]["cuzk_steps"] and "key_load=" in row["runs"][0]["cuzk_steps"]
     assert main(["bench", "prover", "nope", "--config", str(config), "--no-snarkjs"]) == 2
     assert "unknown proof kind 'nope'; known: " in capsys.readouterr().err
+
+
+def test_a_bn128_key_is_refused_naming_bn128_and_the_curve_cuzk_proves_on(tmp_path: Path):
+    """A zkey whose Groth16 header's base-field prime is bn128's (crafted from tiny.zkey)."""
+    from cuzk.curves import BLS12_381, BN128_BASE_PRIME
+
+    data = bytearray(ZKEY.read_bytes())
+    q = BLS12_381.q.to_bytes(48, "little")
+    at = bytes(data).index(q)
+    data[at : at + 48] = BN128_BASE_PRIME.to_bytes(48, "little")
+    bn = tmp_path / "bn.zkey"
+    bn.write_bytes(bytes(data))
+    for args in (["prove", bn, WTNS, "proof.json", "public.json"],
+                 ["circuit", "check", "--r1cs", R1CS, "--wasm", WASM, "--zkey", bn]):
+        proc = cuzk(tmp_path, *args)
+        line = said(proc, " ".join(map(str, args[:2])) if args[0] == "circuit" else "prove")
+        assert f"{bn}: section 2 (Groth16 header): a key for bn128" in line, line
+        assert "cuzk proves on bls12381 only" in line and "--prime bls12381" in line, line
+        assert "0x3064" not in line
+    assert not (tmp_path / "proof.json").exists()
+
+
+# A wasm of another circuit of tiny's shape: only a witness tells it from tiny's own.
+SWAPPED = WASM.parents[1] / "tiny_swapped_js" / "tiny_swapped.wasm"
+
+
+def test_circuit_check_input_tells_a_wasm_of_another_circuit_of_the_same_shape(tmp_path: Path):
+
+    files = ["--r1cs", R1CS, "--zkey", ZKEY]
+    assert ok(cuzk(tmp_path, "circuit", "check", *files, "--wasm", SWAPPED)).startswith("OK: ")
+    proc = cuzk(tmp_path, "circuit", "check", *files, "--wasm", SWAPPED, "--input", INPUT)
+    line = said(proc, "circuit check")
+    assert proc.returncode == 1, line
+    assert "they do not belong together: witness of tiny does not satisfy constraint 0" in line
+    assert f"the wasm {SWAPPED} and the r1cs {R1CS} may not be of the same circuit" in line
+    assert "circuit check --input" not in line  # no advice to run what is running
+    good = ok(cuzk(tmp_path, "circuit", "check", *files, "--wasm", WASM, "--input", INPUT))
+    assert f"the witness of {INPUT} satisfies every constraint" in good
+    (tmp_path / "short.json").write_text(json.dumps({"a": 1}))
+    proc = cuzk(tmp_path, "circuit", "check", *files, "--wasm", WASM, "--input", "short.json")
+    line = said(proc, "circuit check")
+    assert "--input short.json: the wasm refuses it: missing input signals" in line, line
+    assert proc.returncode == 2
+
+
+def test_prove_with_a_wasm_of_another_circuit_says_they_may_not_match(tmp_path: Path):
+
+    proc = cuzk(tmp_path, "prove", "--r1cs", R1CS, "--wasm", SWAPPED, "--zkey", ZKEY,
+                "--input", INPUT, "--out", "out")
+    line = said(proc, "prove")
+    assert "does not satisfy constraint 0" in line, line
+    assert f"the wasm {SWAPPED} and the r1cs {R1CS} may not be of the same circuit" in line
+    assert "cuzk circuit check --input" in line
+    assert not (tmp_path / "out" / "proof.json").exists()
+
+
+def test_circuit_add_checks_the_sample_input_against_the_r1cs(tmp_path: Path, capsys):
+    config = tmp_path / "cuzk.toml"
+    config.write_text('[server]\nlisten = "127.0.0.1:0"\n')
+    before = config.read_text()
+    args = ["circuit", "add", "tiny", "--r1cs", str(R1CS), "--wasm", str(SWAPPED),
+            "--sample-input", str(INPUT), "--config", str(config)]  # fmt: skip
+    assert main(args) == 1
+    assert "may not be of the same circuit" in _err_line(capsys)
+    assert config.read_text() == before
+
+
+def test_circuit_add_replace_swaps_your_own_kinds_table_after_a_recompile(tmp_path: Path):
+    """The kind's table is replaced where it stands; the rest of the file is kept as written,
+    and a replacement the checks refuse leaves the file unchanged."""
+    import shutil
+
+
+    config = tmp_path / "cuzk.toml"
+    ok(cuzk(tmp_path, "circuit", "add", "tiny", "--r1cs", R1CS, "--wasm", WASM, "--zkey", ZKEY,
+            "--config", config))
+    tail = '\n# the next kind\n[proof_kinds.other]\nr1cs = "x.r1cs"\nwasm = "x.wasm"\n'
+    head = config.read_text()
+    config.write_text('# mine\n[server]\nlisten = "127.0.0.1:0"\n\n' + head + tail)
+    (tmp_path / "x.r1cs").write_bytes(R1CS.read_bytes())
+    (tmp_path / "x.wasm").write_bytes(WASM.read_bytes())
+    before = config.read_text()
+    # "A recompile": the same circuit's files in a new place.
+    new = tmp_path / "build"
+    new.mkdir()
+    for f in (R1CS, WASM, ZKEY):
+        shutil.copy(f, new / f.name)
+    add = ["circuit", "add", "tiny", "--r1cs", new / R1CS.name, "--wasm", new / WASM.name,
+           "--zkey", new / ZKEY.name, "--partitions", "3", "--config", config]
+    line = said(cuzk(tmp_path, *add), "circuit add")
+    assert "already has [proof_kinds.tiny]: pass --replace" in line, line
+    assert config.read_text() == before
+    # A replacement that fails its checks changes nothing either.
+    bad = [*add[:-4], "--wasm", SWAPPED, "--sample-input", INPUT, "--config", config]
+    said(cuzk(tmp_path, *bad, "--replace"), "circuit add")
+    assert config.read_text() == before
+    out = ok(cuzk(tmp_path, *add, "--replace"))
+    assert out.startswith(f"replaced proof kind tiny in {config}: "), out
+    text = config.read_text()
+    assert text.startswith('# mine\n[server]\nlisten = "127.0.0.1:0"\n\n[proof_kinds."tiny"]\n')
+    assert text.endswith(tail) and text.count("tiny") == 4, text  # header, r1cs, wasm, zkey
+    kinds = load_config(config, check_files=False).proof_kinds
+    assert (kinds["tiny"].r1cs, kinds["tiny"].partitions) == (new / R1CS.name, 3)
+    assert set(kinds) >= {"tiny", "other"}

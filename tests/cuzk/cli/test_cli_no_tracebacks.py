@@ -30,6 +30,35 @@ def test_an_unwritable_key_cache_is_one_line_naming_the_setting(tmp_path: Path):
         assert "--keys-dir" in line and proc.returncode == 2
 
 
+def test_a_key_cache_that_is_a_file_says_so(tmp_path: Path):
+    """A file where the cache should be, or above it: not "File exists" or a traceback."""
+    (tmp_path / "afile").write_text("")
+    for keys_dir, why in (("afile", "it is a file, not a directory"),
+                          ("afile/keys", "a directory above it is a file")):
+        serve = _cuzk(tmp_path, "serve", "--listen", "127.0.0.1:0",
+                      CUZK_ENGINE_KEYS_DIR=str(tmp_path / keys_dir))
+        assert f"cannot write proving keys in {tmp_path / keys_dir}: {why}" in _said(
+            serve, "serve")
+        for args in (["prove", "winning-post"], ["keygen", "winning-post"]):
+            proc = _cuzk(tmp_path, *args, "--keys-dir", keys_dir)
+            assert f"cannot write proving keys in {keys_dir}: {why}" in _said(proc, args[0])
+            assert proc.returncode == 2
+
+
+def test_unreadable_inputs_of_keygen_and_verify_are_one_line_and_status_2(tmp_path: Path):
+    """A directory given as a JSON file, a non-r1cs given to keygen: what the command says is
+    all that is on stderr (no progress bar drawn first), with verify's documented status 2."""
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "junk.r1cs").write_bytes(b"garbage\n")
+    proc = _cuzk(tmp_path, "verify", "--vk", "adir", "p.json", "q.json")
+    assert _said(proc, "verify") == "cuzk verify: adir: is a directory, not a file"
+    assert proc.returncode == 2
+    proc = _cuzk(tmp_path, "keygen", "--r1cs", "junk.r1cs", "--out", "k.zkey")
+    assert proc.stderr == _said(proc, "keygen") + "\n"
+    assert "junk.r1cs: truncated" in proc.stderr and proc.returncode == 2
+    assert not (tmp_path / "k.zkey").exists()
+
+
 def test_serve_with_backend_cuda_and_no_gpu_names_the_extra_and_the_setting(tmp_path: Path):
     from cuzk.prover.real_prover import cuda_device_count
 

@@ -149,7 +149,8 @@ def test_unknown_base_prime(tmp_path: Path) -> None:
     p = _patch(tmp_path, 2, 4, (Q - 2).to_bytes(48, "little"))
     with pytest.raises(
         FormatError,
-        match=r"bad\.zkey: section 2 \(Groth16 header\): base field prime 0x.* is not a known",
+        match=r"bad\.zkey: section 2 \(Groth16 header\): base field prime 0x.* is not a"
+        r" supported curve's \(bls12381\)",
     ):
         read_zkey(p)
 
