@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import ClassVar
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from cuzk.telemetry.nvml import cuda_device_ids, parse_pci_bus_id, register_nvml
@@ -179,7 +180,7 @@ def test_sampler_means_per_device_and_none_without_nvml():
     nvml.devices[1] = ("00000000:C1:00.0", 1, 50)  # cuda:0 busier for the later samples
     sampler.stop()
     means = sampler.means()
-    assert means["cuda:1"] == 0.1 and 0.3 <= means["cuda:0"] <= 0.5
+    assert means["cuda:1"] == pytest.approx(0.1) and 0.3 <= means["cuda:0"] <= 0.5
     assert set(means) == {"cuda:0", "cuda:1"}  # cuda:2 has no bus id: not sampled, not guessed
 
     class CpuProver:
