@@ -433,3 +433,23 @@ def test_circuit_add_replace_swaps_your_own_kinds_table_after_a_recompile(tmp_pa
     kinds = load_config(config, check_files=False).proof_kinds
     assert (kinds["tiny"].r1cs, kinds["tiny"].partitions) == (new / R1CS.name, 3)
     assert set(kinds) >= {"tiny", "other"}
+
+
+def test_a_server_of_your_kind_alone_makes_no_bundled_key_resident(tmp_path: Path):
+    """docs/custom-circuits.md: with the bundled kinds turned off, `cuzk serve` starts with
+    your kind's key only (no winning-post key made resident before it listens)."""
+    from cuzk.circuits.registry import bundled_circuits
+    from cuzk.serve_process import ServeProcess, serve_env
+
+    config = tmp_path / "cuzk.toml"
+    config.write_text("".join(f'[proof_kinds.{name}]\nenabled = false\n\n'
+                              for name in bundled_circuits()))
+    args = ["circuit", "add", "tiny", "--r1cs", str(R1CS), "--wasm", str(WASM), "--zkey",
+            str(ZKEY), "--sample-input", str(INPUT), "--config", str(config)]  # fmt: skip
+    assert main(args) == 0
+    env = serve_env(None, keys_dir=tmp_path / "keys", CUZK_CONFIG=str(config))
+    with ServeProcess(env) as server:
+        server.start()
+        log = server.output
+    assert "checking the proving key of tiny" in log, log
+    assert "winning-post" not in log and not (tmp_path / "keys").exists(), log
