@@ -294,6 +294,12 @@ class ClusterConfig:
         '"auto" = the GPUs Ray reports at start.',
         int_or_auto(lambda: 0),
     )
+    connect_timeout_s: float = setting(
+        30,
+        "Seconds the head waits to reach Ray at the address (a TCP connect, then joining as "
+        'the driver) before it exits with "cannot reach Ray at ADDRESS".',
+        positive_seconds,
+    )
     sd_file: Path = setting(
         "",
         "Prometheus file_sd file the head keeps listing every live cuzk endpoint of the cluster "

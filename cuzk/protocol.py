@@ -393,6 +393,9 @@ class StatusInfo(TypedDict):
     signal); only work whose kind has a measured or configured duration counts."""
     nodes: list[NodeInfo]
     """Cluster nodes (``cuzk serve --cluster``); empty for the single-process engine."""
+    not_ready: str | None
+    """Why ``/readyz`` answers 503 now (draining, journal unwritable, a cluster with no GPU
+    worker and why); null when ready."""
 
 
 # ---- circuits, keys, workers, health ----------------------------------------------------

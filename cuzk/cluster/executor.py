@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import threading
 import time
 import uuid
@@ -139,6 +140,20 @@ def _lost(exc: BaseException) -> str | None:
     return None
 
 
+_RAISED = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception): (.+)$")
+
+
+def _refusal(exc: BaseException) -> str:
+    """Why a node's worker would not start, in one line: the message of the exception its
+    constructor raised (the last ``SomeError: message`` line of Ray's report, which wraps it in
+    a traceback), else the report's first line."""
+    text = str(_unwrap(exc)).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    raised = [m.group(1) for line in lines if (m := _RAISED.match(line))]
+    why = raised[-1] if raised else (lines[0] if lines else type(exc).__name__)
+    return why[:500]
+
+
 def _carrier() -> dict[str, str]:
     """The W3C carrier of the partition span the engine runs this step for: the actor's step
     span is its child (the engine records no step span of its own: ``remote_step_spans``)."""
@@ -214,6 +229,8 @@ class ClusterExecutor:
         alive = {n["NodeID"]: n for n in ray.nodes() if n.get("Alive")}
         with self._lock:
             gone = [nid for nid in self._nodes if nid not in alive]
+            for nid in [nid for nid in self._refused if nid not in alive]:
+                del self._refused[nid]  # a refused node that left is no reason any more
         for nid in gone:
             self._drop_node(nid)
         with self._lock:
@@ -263,7 +280,7 @@ class ClusterExecutor:
             try:
                 info_ = ray.get(actor.handle.ready.remote(), timeout=120)
             except Exception as exc:
-                why = str(_unwrap(exc))
+                why = _refusal(exc)
                 log.error("cluster node %s refused: %s", nid, why)
                 with self._lock:
                     self._refused[nid] = why
@@ -314,6 +331,20 @@ class ClusterExecutor:
             if free:
                 log.warning("%d GPU worker(s) beyond cluster.gpu_slots=%d stay unused",
                             len(free), len(self._slots))
+
+    def gpu_unavailable(self) -> str | None:
+        """None while a slot has a GPU worker; else "no GPU worker: " and why (each refused
+        node with its reason, or that no node with a GPU has joined)."""
+        with self._lock:
+            if any(a is not None for a in self._slots.values()):
+                return None
+            refused = sorted(self._refused.items())
+            joined = len(self._nodes)
+        if refused:
+            return "no GPU worker: " + "; ".join(
+                f"node {short(nid)} refused: {why}" for nid, why in refused)
+        return (f"no GPU worker: no node with a usable GPU has joined the cluster ({joined} "
+                "node(s) joined); start one with `ray start --address=HEAD:PORT` on a GPU host")
 
     # ---- what the engine's threads wait for -------------------------------------------------
 

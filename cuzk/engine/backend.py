@@ -213,6 +213,12 @@ class ProverBackend(Protocol):
         prover in this process."""
         ...
 
+    def gpu_unavailable(self) -> str | None:
+        """Why no GPU phase can start now (a cluster with no GPU worker: none joined, or each
+        was refused, and why), else None: readiness and deadline admission ask, so that work
+        with a deadline is never promised to a GPU that is not there. None in one process."""
+        ...
+
     def close(self) -> None:
         """Release what the prover holds outside this process, at shutdown (a no-op here).
 
