@@ -199,7 +199,8 @@ class ClusterExecutor:
         self._adopted: dict[str, tuple[str, ...]] = {}
         self._stopped = threading.Event()
         self.membership_changes: list[tuple[float, str, str]] = []  # (time, "join"|"leave", id)
-        # Audit hook: (step, node id or "local", bytes reserved for it there) at each dispatch.
+        # Audit hook, called in the engine thread of the step (``STEP`` names its partition):
+        # (step, id of the node it runs on, bytes reserved for it on that node's ledger).
         self.on_dispatch: Callable[[str, str, int], None] | None = None
         # Bench hook: each partition's objects, to read where Ray holds copies (None: off)
         self.transfers: TransferLog | None = None
@@ -544,7 +545,11 @@ class ClusterExecutor:
         ctx = STEP.get()
         job_id, index, prio = (ctx.job_id, ctx.partition, ctx.priority) if ctx else ("", -1,
                                                                                      "normal")
-        actor, res = self._take_cpu(key.estimate.partition_bytes, prio)
+        # Waiting for a free CPU worker (or room on its node) is not synthesis: the partition
+        # reads queued_synthesis until a worker takes it (its lease opens there at once).
+        waiting = ctx.waiting_for_worker() if ctx and ctx.waiting_for_worker else None
+        with waiting or contextlib.nullcontext():
+            actor, res = self._take_cpu(key.estimate.partition_bytes, prio)
         try:
             if self.on_dispatch is not None:
                 self.on_dispatch("synthesis", actor.node_id, res.held if res else 0)
@@ -585,8 +590,7 @@ class ClusterExecutor:
             res = node.ledger.reserve(key.estimate.partition_bytes, LEDGER_CONSUMER, prio)
         try:
             if self.on_dispatch is not None:
-                self.on_dispatch("gpu", "local" if res is None else node.id,
-                                 res.held if res else 0)
+                self.on_dispatch("gpu", node.id, res.held if res else 0)
             with self._lock:
                 ticket = (self._epoch, actor.tickets)
                 actor.tickets += 1
