@@ -36,8 +36,9 @@ ActivePhase = Literal[
 
 ``queued_synthesis``: in the queue for a synthesis thread (on a cluster head, also while its
 thread waits for a free CPU worker: ``synthesizing`` means a worker holds it).
-``waiting_memory``: its memory reservation is waiting, and only then. ``loading_key``: granted, while its kind's proving key
-loads (read from disk, checked, uploaded), by its own thread or another partition's.
+``waiting_memory``: its memory reservation is waiting, and only then. ``loading_key``: granted,
+while its kind's proving key loads (read from disk, checked, uploaded), by its own thread or
+another partition's.
 ``synthesizing``: a synthesis thread holds it (proving key, reservation, witness, a/b/c).
 ``queued_gpu``: waiting for a GPU worker. ``proving``: a GPU worker's lease on it is open.
 ``finalizing``: handed to the finalizer pool.
