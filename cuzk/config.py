@@ -361,6 +361,11 @@ class ClusterConfig(Section):
         "GPU workers the head can drive at once (its threads are fixed at start); "
         '"auto" = the GPUs Ray reports at start.',
     )
+    connect_timeout_s: Seconds = key(
+        30,
+        "Seconds the head waits to reach Ray at the address (a TCP connect, then joining as "
+        'the driver) before it exits with "cannot reach Ray at ADDRESS".',
+    )
     sd_file: Annotated[Path, state_file("cuzk_sd.json")] = key(
         "",
         "Prometheus file_sd file the head keeps listing every live cuzk endpoint of the cluster "

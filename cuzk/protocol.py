@@ -34,9 +34,11 @@ ActivePhase = Literal[
 ]
 """A partition's phase while it is in flight, in pipeline order (docs/design.md section 2).
 
-``queued_synthesis``: in the queue for a synthesis thread. ``waiting_memory``: its memory
-reservation is waiting, and only then. ``loading_key``: granted, while its kind's proving key
-loads (read from disk, checked, uploaded), by its own thread or another partition's.
+``queued_synthesis``: in the queue for a synthesis thread (on a cluster head, also while its
+thread waits for a free CPU worker: ``synthesizing`` means a worker holds it).
+``waiting_memory``: its memory reservation is waiting, and only then. ``loading_key``: granted,
+while its kind's proving key loads (read from disk, checked, uploaded), by its own thread or
+another partition's.
 ``synthesizing``: a synthesis thread holds it (proving key, reservation, witness, a/b/c).
 ``queued_gpu``: waiting for a GPU worker. ``proving``: a GPU worker's lease on it is open.
 ``finalizing``: handed to the finalizer pool.
@@ -427,6 +429,9 @@ class StatusInfo(TypedDict):
     """Proof kind -> phase (synthesizing, proving, finalizing) -> the figure predictions use."""
     nodes: list[NodeInfo]
     """Cluster nodes (``cuzk serve --cluster``); empty for the single-process engine."""
+    not_ready: str | None
+    """Why ``/readyz`` answers 503 now (draining, journal unwritable, a cluster with no GPU
+    worker and why); null when ready."""
 
 
 # ---- circuits, keys, workers, health ----------------------------------------------------

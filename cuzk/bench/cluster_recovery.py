@@ -32,6 +32,8 @@ def node_losses(engine: Any, executor: Any, cluster: Any, reps: int, kind: str,
     from cuzk.cluster.local import add_gpu_node
 
     recovered: list[float] = []
+    noticed: list[float] = []  # removal -> the head drops the node (Ray's health checks)
+    joined: list[float] = []  # removal -> the new node's workers answer and it joins
     lost = duplicates = 0
     for rep in range(reps):
         gpu = _bound_gpu(executor)
@@ -42,7 +44,7 @@ def node_losses(engine: Any, executor: Any, cluster: Any, reps: int, kind: str,
             if engine.get(job.id).terminal or time.monotonic() > bound:
                 raise RuntimeError("the GPU phase never started before the node was removed")
             time.sleep(0.01)
-        removed_at = time.monotonic()
+        removed_at, removed_wall = time.monotonic(), time.time()
         cluster.remove_node(next(iter(cluster.worker_nodes)), allow_graceful=False)
         add_gpu_node(cluster)
         done = engine.wait(job.id, 300)
@@ -50,11 +52,16 @@ def node_losses(engine: Any, executor: Any, cluster: Any, reps: int, kind: str,
             lost += 1
             continue
         recovered.append(time.monotonic() - removed_at)
+        changes = [(t - removed_wall, what) for t, what, _ in list(executor.membership_changes)
+                   if t >= removed_wall]
+        for what, into in (("leave", noticed), ("join", joined)):
+            into += [t for t, w in changes if w == what][:1]
         tags = [tuple(public) for _, public in done.view().proofs or ()]
         duplicates += len(tags) - len(set(tags))
         if sorted(set(tags)) != sorted((f"loss{rep}-{i}",) for i in range(partitions)):
             lost += 1
     return {"node_loss_reps": reps, "node_loss_recovered_s": recovered,
+            "node_loss_noticed_s": noticed, "node_loss_joined_s": joined,
             "node_loss_jobs_lost": lost, "node_loss_duplicate_proofs": duplicates}
 
 
@@ -83,6 +90,7 @@ def head_restart(address: str, gpu_name: str, runs: int, partitions: int,
     done_s: list[float] = []
     loads: list[int] = []
     journaled: list[int] = []
+    stages: list[dict[str, float]] = []  # per restart: seconds from the start to each stage
     for run in range(runs):
         journal = workdir / f"journal-{run}.sqlite3"
         kind_env = f"CUZK_PROOF_KINDS_{KIND.upper().replace('-', '_')}"
@@ -107,11 +115,12 @@ def head_restart(address: str, gpu_name: str, runs: int, partitions: int,
             journaled.append(sum(1 for (j, _) in read_journal(journal)[1] if j == job_id))
             gpu = ray.get_actor(gpu_name, namespace=NAMESPACE)
             before = ray.get(gpu.snapshot.remote())["key_loads"]
-            t0 = time.monotonic()
+            t0, t0_wall = time.monotonic(), time.time()
             server = ServeProcess(env, ("--cluster", address))
             server.start(timeout=300)
             server.ready(timeout=300)
             ready_s.append(time.monotonic() - t0)
+            stages.append(restart_stages(server.output, t0_wall))
             while True:
                 body = httpx.get(f"{server.url}/v1/proofs/{job_id}", params={"wait": 10},
                                  timeout=30).json()
@@ -129,4 +138,38 @@ def head_restart(address: str, gpu_name: str, runs: int, partitions: int,
         "head_restart_ready_s": ready_s,
         "head_restart_job_done_s": done_s,
         "head_restart_key_loads": loads,
+        "head_restart_stages_s": stages,
     }
+
+
+STAGES = (
+    ("connecting", "cluster: connecting to the Ray cluster"),
+    ("connected", "Connected to Ray cluster"),
+    ("gpu_worker_found", "from an earlier head with keys"),
+    ("nodes_joined", "cluster: "),  # "cluster: N node(s); file_sd targets in ..."
+    ("listening", "cuzk listening on "),
+)
+"""Where a restarted head's time goes: the first log line of each stage, in order (the last
+node's join is logged just before "cluster: N node(s)")."""
+
+
+def restart_stages(output: str, t0_wall: float) -> dict[str, float]:
+    """Seconds from ``t0_wall`` (the process's start) to each stage's log line (local times,
+    millisecond resolution); a stage not logged is absent."""
+    import re
+    from datetime import datetime
+
+    stamp = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})")
+    out: dict[str, float] = {}
+    for line in output.splitlines():
+        m = stamp.match(line)
+        if m is None:
+            continue
+        for name, text in STAGES:
+            if name in out or text not in line:
+                continue
+            if name == "nodes_joined" and "node(s); file_sd" not in line:
+                continue
+            when = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            out[name] = round(when - t0_wall, 2)
+    return out

@@ -108,6 +108,10 @@ def show(f: dict[str, Any]) -> None:
                   "removal to the job's success (s)",
                   _range(f["node_loss_recovered_s"], ".1f") if f["node_loss_recovered_s"]
                   else "none recovered")
+        for key, what in (("node_loss_noticed_s", "removal to the head dropping the node"),
+                          ("node_loss_joined_s", "removal to the new node joining")):
+            if f.get(key):
+                t.add_row(f"  {what} (s)", _range(f[key], ".1f"))
         t.add_row("  jobs lost / duplicate proofs",
                   f"{f['node_loss_jobs_lost']} / {f['node_loss_duplicate_proofs']}")
     if f.get("head_restart_ready_s"):
@@ -116,6 +120,10 @@ def show(f: dict[str, Any]) -> None:
                   _range(f["head_restart_ready_s"], ".1f"))
         t.add_row("head kill -9: restart to the resumed job's success (s, CPU prover)",
                   _range(f["head_restart_job_done_s"], ".1f"))
+        for stage in ("connected", "gpu_worker_found", "nodes_joined", "listening"):
+            values = [st[stage] for st in f.get("head_restart_stages_s", []) if stage in st]
+            if values:
+                t.add_row(f"  restart to {stage.replace('_', ' ')} (s)", _range(values, ".1f"))
         t.add_row("head kill -9: partitions journaled at the kill",
                   ", ".join(map(str, f["head_restart_journaled_at_kill"])))
         t.add_row("head kill -9: GPU-worker key loads caused by the restart",

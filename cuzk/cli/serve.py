@@ -100,9 +100,12 @@ def _cluster_engine(config: Config, settings: Any, provider: Any,
     log.info("cluster: connecting to the Ray cluster at %s", address)
     try:
         engine = cluster_engine(settings, address, gpu_slots=config.cluster.gpu_slots,
-                                tracer_provider=provider, otel_env=otel_env)
+                                tracer_provider=provider, otel_env=otel_env,
+                                connect_timeout_s=config.cluster.connect_timeout_s)
     except ConnectionError as e:
-        raise ClusterUnavailable(f"cannot reach the Ray cluster at {address}: {e}") from None
+        text = str(e)
+        raise ClusterUnavailable(text if text.startswith("cannot reach Ray at ") else
+                                 f"cannot reach Ray at {address}: {text}") from None
     head = (f"{config.server.host}:{config.server.port}", "head")
     executor = executor_of(engine)
     writer = SdWriter(executor, config.cluster.sd_file, head).start()
@@ -161,6 +164,35 @@ def check_configured_keys(engine: Any, config: Config) -> None:
             text = str(e)
             prefix = f"proof kind {name}: "
             raise BrokenKey(text if text.startswith(prefix) else prefix + text) from None
+
+
+def check_keys_when_a_gpu_joins(engine: Any, config: Config, stop: threading.Event,
+                                poll_s: float = 1.0) -> threading.Thread | None:
+    """Cluster head with no GPU worker yet (none joined, or each refused): the server listens
+    (``/readyz`` 503 and the status say why, and deadline work is not admitted) and the keys
+    are checked and made resident by this thread once one joins. None: one is there now, so
+    the caller checks them before listening, as in one process."""
+    why = engine.prover.gpu_unavailable()
+    if why is None:
+        return None
+    log.warning("cluster: %s; listening anyway (/readyz answers 503 with this reason until a "
+                "GPU worker joins, then the proving keys are checked)", why)
+
+    def wait_then_check() -> None:
+        while engine.prover.gpu_unavailable() is not None:
+            if stop.wait(poll_s):
+                return
+        log.info("cluster: a GPU worker joined; checking the proving keys")
+        try:
+            check_configured_keys(engine, config)
+        except BrokenKey as e:
+            log.error("cluster: proving key check failed, jobs of that kind will fail: %s", e)
+            return
+        log.info("cluster: proving keys checked")
+
+    thread = threading.Thread(target=wait_then_check, name="cuzk-keys-on-gpu", daemon=True)
+    thread.start()
+    return thread
 
 
 def key_needed_at_start(kind: Any) -> bool:
@@ -276,6 +308,9 @@ def serve(config: Config) -> int:
         tracing = configure_tracing(settings.service_name, otel_env)
     provider = tracing.provider if tracing is not None else None
     sd_writer = None
+    # Joining a cluster can take long (connecting, placing actors): SIGTERM stops it as Ctrl-C
+    # does, until uvicorn installs its own handlers.
+    previous_sigterm = signal.signal(signal.SIGTERM, _interrupt)
     try:
         if config.cluster.address:
             engine, sd_writer = _cluster_engine(config, settings, provider, otel_env)
@@ -288,8 +323,15 @@ def serve(config: Config) -> int:
         print(f"cuzk serve: refusing to start: {e}", file=sys.stderr)
         return 2
     except ClusterUnavailable as e:
+        listener.close()
         print(f"cuzk serve: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # SIGINT or SIGTERM while joining the cluster
+        listener.close()
+        print("cuzk serve: stopped while starting", file=sys.stderr)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous_sigterm)
     if engine.journal is not None:
         log.info("journal: %s", engine.journal.path)
     else:
@@ -297,6 +339,7 @@ def serve(config: Config) -> int:
     # Subscribed before start: recovery at start publishes what the metrics count.
     metrics = EngineMetrics(engine, nvml_replay=replay) if config.telemetry.metrics else None
     engine.start()
+    stopping = threading.Event()
     recovered = {k: n for k, n in engine.recovered().items() if n}
     if recovered:
         log.info(
@@ -311,7 +354,8 @@ def serve(config: Config) -> int:
             if adopted:
                 log.info("cluster: keys still resident in GPU workers, not loaded again: %s",
                          ", ".join(adopted))
-        check_configured_keys(engine, config)
+        if sd_writer is None or check_keys_when_a_gpu_joins(engine, config, stopping) is None:
+            check_configured_keys(engine, config)
         from cuzk.api.app import create_app
 
         app = create_app(engine, config, metrics=metrics,
@@ -326,6 +370,7 @@ def serve(config: Config) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        stopping.set()
         listener.close()
         log.info("shutting down the engine")
         if sd_writer is not None:
@@ -334,6 +379,10 @@ def serve(config: Config) -> int:
         if provider is not None:
             provider.shutdown()  # flushes the spans still batched for export
     return 0
+
+
+def _interrupt(sig: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 class _Server(uvicorn.Server):

@@ -521,6 +521,8 @@ def _header(f: Frame) -> Text:
     text = Text(" · ".join(p for p in parts if p), style="bold")
     if snapshot["paused"]:
         text.append("  WORKERS PAUSED", style="bold yellow")
+    if snapshot.get("not_ready"):  # a server older than this field has none
+        text.append(f"\nNOT READY: {snapshot['not_ready']}", style="bold red")
     line = _counters_line(snapshot)
     if line:
         text.append("\n" + line, style="dim")

@@ -1,11 +1,11 @@
 """Spans recorded inside a worker actor: each actor process its own TracerProvider.
 
-The head passes its ``OTEL_*`` variables to every actor (``actor_env``, as Ray's
-``runtime_env`` ``env_vars``), so the actors export to where the head exports. Each actor's
-resource adds a ``service.instance.id`` of its own (one per process: a restarted actor is a new
-instance) and the node it runs on. A step's span is a child of the partition span whose W3C
-``traceparent`` came with the work (docs/cluster-design.md section 2, "Traces"); Ray's own
-tracing hook is not used (private, and it adds a span to every call).
+The head passes its ``OTEL_*`` variables to every actor (``actor_env``, an argument of the
+actor's constructor, which sets them first), so the actors export to where the head
+exports. Each actor's resource adds a ``service.instance.id`` of its own (one per process: a
+restarted actor is a new instance) and the node it runs on. A step's span is a child of the
+partition span whose W3C ``traceparent`` came with the work (docs/cluster-design.md section 2,
+"Traces"); Ray's own tracing hook is not used (private, and it adds a span to every call).
 """
 
 from __future__ import annotations

@@ -61,7 +61,9 @@ class GpuWorkerActor(_WorkerActor):
     """One GPU: ``gpu_phase`` runs inside a lease; the keys stay loaded across calls (and are
     loaded again by the constructor's caller after a restart)."""
 
-    def __init__(self, worker_id: str, spec: ProverSpec) -> None:
+    def __init__(self, worker_id: str, spec: ProverSpec,
+                 env: Mapping[str, str] | None = None) -> None:
+        os.environ.update(env or {})  # the head's OTEL_* variables, before anything reads them
         node_id, ip = _node()
         settings = spec.settings
         if spec.kind == "real" and (settings is None or settings.backend != "cpu"):
@@ -135,7 +137,9 @@ class CpuWorkerActor(_WorkerActor):
     """One synthesis slot; also finalizes (a group of its own, so it never waits behind a
     synthesis for the witness it already holds)."""
 
-    def __init__(self, worker_id: str, spec: ProverSpec) -> None:
+    def __init__(self, worker_id: str, spec: ProverSpec,
+                 env: Mapping[str, str] | None = None) -> None:
+        os.environ.update(env or {})  # the head's OTEL_* variables, before anything reads them
         node_id, ip = _node()
         self.state = WorkerState(worker_id, "cpu", node_id, ip, spec)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import threading
 import time
 import uuid
@@ -140,6 +141,20 @@ def _lost(exc: BaseException) -> str | None:
     return None
 
 
+_RAISED = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception): (.+)$")
+
+
+def _refusal(exc: BaseException) -> str:
+    """Why a node's worker would not start, in one line: the message of the exception its
+    constructor raised (the last ``SomeError: message`` line of Ray's report, which wraps it in
+    a traceback), else the report's first line."""
+    text = str(_unwrap(exc)).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    raised = [m.group(1) for line in lines if (m := _RAISED.match(line))]
+    why = raised[-1] if raised else (lines[0] if lines else type(exc).__name__)
+    return why[:500]
+
+
 def _carrier() -> dict[str, str]:
     """The W3C carrier of the partition span the engine runs this step for: the actor's step
     span is its child (the engine records no step span of its own: ``remote_step_spans``)."""
@@ -171,7 +186,11 @@ class ClusterExecutor:
                  actor_env: Mapping[str, str] | None = None) -> None:
         self.spec = spec
         # the head's OTEL_* variables, set in every actor process (actor_tracing.actor_env)
-        self._runtime_env = {"env_vars": dict(actor_env)} if actor_env else None
+        # Handed to each actor's constructor, not as a Ray runtime_env: an actor with a
+        # runtime_env needs a worker process started for it through Ray's runtime-env agent
+        # (3.8-7.1 s to answer here at load 10-17, against 1.9-5.5 s on a plain worker), and
+        # placing the CPU workers is most of a restarted head's time to ready.
+        self._actor_env = dict(actor_env or {})
         self.local = local
         self.poll_s = poll_s
         self.prefix = prefix  # names of detached actors: several heads on one cluster (tests)
@@ -185,7 +204,8 @@ class ClusterExecutor:
         self._adopted: dict[str, tuple[str, ...]] = {}
         self._stopped = threading.Event()
         self.membership_changes: list[tuple[float, str, str]] = []  # (time, "join"|"leave", id)
-        # Audit hook: (step, node id or "local", bytes reserved for it there) at each dispatch.
+        # Audit hook, called in the engine thread of the step (``STEP`` names its partition):
+        # (step, id of the node it runs on, bytes reserved for it on that node's ledger).
         self.on_dispatch: Callable[[str, str, int], None] | None = None
         # Bench hook: each partition's objects, to read where Ray holds copies (None: off)
         self.transfers: TransferLog | None = None
@@ -215,6 +235,8 @@ class ClusterExecutor:
         alive = {n["NodeID"]: n for n in ray.nodes() if n.get("Alive")}
         with self._lock:
             gone = [nid for nid in self._nodes if nid not in alive]
+            for nid in [nid for nid in self._refused if nid not in alive]:
+                del self._refused[nid]  # a refused node that left is no reason any more
         for nid in gone:
             self._drop_node(nid)
         with self._lock:
@@ -249,12 +271,12 @@ class ClusterExecutor:
             except ValueError:
                 handle = gpu_cls.options(
                     name=name, namespace=NAMESPACE, lifetime="detached",
-                    scheduling_strategy=pin, runtime_env=self._runtime_env).remote(name, self.spec)
+                    scheduling_strategy=pin).remote(name, self.spec, self._actor_env)
             pending.append(_Actor(name, "gpu", nid, handle))
         for i in range(node.cpus):
             name = f"{self.prefix}cpu-{short(nid)}-{i}"
-            handle = cpu_cls.options(scheduling_strategy=pin, runtime_env=self._runtime_env
-                                     ).remote(name, self.spec)
+            handle = cpu_cls.options(scheduling_strategy=pin).remote(name, self.spec,
+                                                                     self._actor_env)
             pending.append(_Actor(name, "cpu", nid, handle))
         return nid, node, pending, found
 
@@ -264,7 +286,7 @@ class ClusterExecutor:
             try:
                 info_ = ray.get(actor.handle.ready.remote(), timeout=120)
             except Exception as exc:
-                why = str(_unwrap(exc))
+                why = _refusal(exc)
                 log.error("cluster node %s refused: %s", nid, why)
                 with self._lock:
                     self._refused[nid] = why
@@ -315,6 +337,20 @@ class ClusterExecutor:
             if free:
                 log.warning("%d GPU worker(s) beyond cluster.gpu_slots=%d stay unused",
                             len(free), len(self._slots))
+
+    def gpu_unavailable(self) -> str | None:
+        """None while a slot has a GPU worker; else "no GPU worker: " and why (each refused
+        node with its reason, or that no node with a GPU has joined)."""
+        with self._lock:
+            if any(a is not None for a in self._slots.values()):
+                return None
+            refused = sorted(self._refused.items())
+            joined = len(self._nodes)
+        if refused:
+            return "no GPU worker: " + "; ".join(
+                f"node {short(nid)} refused: {why}" for nid, why in refused)
+        return (f"no GPU worker: no node with a usable GPU has joined the cluster ({joined} "
+                "node(s) joined); start one with `ray start --address=HEAD:PORT` on a GPU host")
 
     # ---- what the engine's threads wait for -------------------------------------------------
 
@@ -456,7 +492,7 @@ class ClusterExecutor:
         for node in short_of:
             name = f"{self.prefix}cpu-{short(node.id)}-{uuid.uuid4().hex[:6]}"
             handle = cpu_cls.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
-                node.id, soft=False), runtime_env=self._runtime_env).remote(name, self.spec)
+                node.id, soft=False)).remote(name, self.spec, self._actor_env)
             self._placing[node.id] = (_Actor(name, "cpu", node.id, handle),
                                       handle.ready.remote())
 
@@ -517,7 +553,11 @@ class ClusterExecutor:
         ctx = STEP.get()
         job_id, index, prio = (ctx.job_id, ctx.partition, ctx.priority) if ctx else ("", -1,
                                                                                      "normal")
-        actor, res = self._take_cpu(key.estimate.partition_bytes, prio)
+        # Waiting for a free CPU worker (or room on its node) is not synthesis: the partition
+        # reads queued_synthesis until a worker takes it (its lease opens there at once).
+        waiting = ctx.waiting_for_worker() if ctx and ctx.waiting_for_worker else None
+        with waiting or contextlib.nullcontext():
+            actor, res = self._take_cpu(key.estimate.partition_bytes, prio)
         try:
             if self.on_dispatch is not None:
                 self.on_dispatch("synthesis", actor.node_id, res.held if res else 0)
@@ -558,8 +598,7 @@ class ClusterExecutor:
             res = node.ledger.reserve(key.estimate.partition_bytes, LEDGER_CONSUMER, prio)
         try:
             if self.on_dispatch is not None:
-                self.on_dispatch("gpu", "local" if res is None else node.id,
-                                 res.held if res else 0)
+                self.on_dispatch("gpu", node.id, res.held if res else 0)
             with self._lock:
                 ticket = (self._epoch, actor.tickets)
                 actor.tickets += 1

@@ -6,7 +6,8 @@ concurrency can be tested with a scripted double and its scheduling reused on an
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -72,6 +73,10 @@ class StepContext:
     partition: int
     priority: str
     traceparent: str | None
+    # A backend whose step first waits for a free remote worker (a cluster's CPU workers)
+    # waits inside ``waiting_for_worker()``: the partition reads ``queued_synthesis`` meanwhile,
+    # so ``synthesizing`` means a worker holds it, as in one process. None: no such wait.
+    waiting_for_worker: Callable[[], AbstractContextManager[None]] | None = None
 
 
 STEP: ContextVar[StepContext | None] = ContextVar("cuzk_step", default=None)
@@ -229,6 +234,12 @@ class ProverBackend(Protocol):
     def nodes(self) -> Sequence[Any]:
         """The cluster's nodes (``cuzk.engine.snapshot.NodeView``) for the status; empty for a
         prover in this process."""
+        ...
+
+    def gpu_unavailable(self) -> str | None:
+        """Why no GPU phase can start now (a cluster with no GPU worker: none joined, or each
+        was refused, and why), else None: readiness and deadline admission ask, so that work
+        with a deadline is never promised to a GPU that is not there. None in one process."""
         ...
 
     def close(self) -> None:

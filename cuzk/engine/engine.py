@@ -81,6 +81,9 @@ from cuzk.settings_schema import duration_text
 RECENT_JOBS = 50
 """Finished jobs a status snapshot lists after the unfinished ones (most recent first)."""
 
+GPU_WAIT_RETRY_S = 5.0
+"""Retry-After of a deadline job refused while no GPU worker is there (a node joins in
+seconds once its processes start)."""
 FIGURES = "phase_seconds"
 """The journal's name for the phase-duration estimates kept for the next start."""
 MEMORY_WINDOW = 1000
@@ -331,7 +334,7 @@ class Engine:
                 journal.probe()
             if journal.last_error is not None:
                 return str(journal.last_error)
-        return None
+        return self.prover.gpu_unavailable()  # a cluster with no GPU worker (yet)
 
     @property
     def running(self) -> bool:
@@ -457,6 +460,8 @@ class Engine:
             job = Job(proof_kind, priority, request_id, attempt, next(self._seq),
                       deadline=float(deadline) if deadline is not None else None,
                       on_miss=kind.on_deadline_miss)
+            if job.deadline is not None:  # no GPU to take it: its deadline cannot be promised
+                self._admit_without_gpu(job, kind.deadline_admission)
             if job.deadline is not None and self.settings.scheduler != ARRIVAL:
                 self._admit(job, kind.deadline_admission)
             job.inputs_digest = digest
@@ -517,6 +522,18 @@ class Engine:
     def predicted_finish(self, job_id: str) -> float | None:
         """The job's predicted finish (wall clock) now; None when finished or not predicted."""
         return self._predict()[0].get(job_id)
+
+    def _admit_without_gpu(self, job: Job, policy: str) -> None:
+        """A cluster with no GPU worker yet (nodes still joining, or each refused) cannot
+        promise a deadline: a ``reject`` kind is refused (503, retry once a GPU is there),
+        another is admitted at risk."""
+        why = self.prover.gpu_unavailable()
+        if why is None:
+            return
+        if policy == "reject":
+            raise Unavailable(f"a job with a deadline is not admitted now: {why}",
+                              retry_after=GPU_WAIT_RETRY_S)
+        job.admitted_at_risk = True
 
     def _admit(self, job: Job, policy: str) -> None:
         """Admission: could the job make its deadline even at the front of its class?"""
@@ -932,6 +949,7 @@ class Engine:
             partition_retries=_frozen(self.counters.get("partition_retries")),
             phase_estimates=MappingProxyType(self.estimates.sources()),
             nodes=nodes,
+            not_ready=self.readiness(),
         )
 
     def status(self) -> StatusInfo:

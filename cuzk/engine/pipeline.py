@@ -57,12 +57,23 @@ MAX_RETRIES = 5
 def _step(p: Partition, span: Any) -> Iterator[None]:
     """Tell the backend which partition (and span) the step it is about to run belongs to."""
     token = STEP.set(StepContext(p.job.id, p.job.proof_kind, p.index, p.job.priority,
-                                 traceparent_of(span)))
+                                 traceparent_of(span), lambda: _waiting_for_worker(p)))
     try:
         with progress.reporting(p.report_step):
             yield
     finally:
         STEP.reset(token)
+
+
+@contextmanager
+def _waiting_for_worker(p: Partition) -> Iterator[None]:
+    """The partition waits for a free remote synthesis worker: ``queued_synthesis``, nested
+    in ``synthesizing`` so that its time is not counted as synthesis (nor predicted as it)."""
+    scope = p.open_phase("queued_synthesis", nested=True)
+    try:
+        yield
+    finally:
+        scope.close()
 
 
 def gpu_step_attribute(step: str) -> str:

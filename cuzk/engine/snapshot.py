@@ -283,6 +283,7 @@ class EngineSnapshot:
     # Steps run again after a lost worker or lost data: (phase, reason) -> count.
     partition_retries: Mapping[tuple[str, str], int] = field(default_factory=dict)
     nodes: tuple[NodeView, ...] = ()  # cluster nodes; empty for the single-process engine
+    not_ready: str | None = None  # why /readyz answers 503 (a cluster with no GPU worker...)
     field_arith: str = "n/a"  # the prover's CPU MSM multiply (a prover without one: n/a)
     # Host bytes of every proving-key slot by (proof_kind, state: loading, resident,
     # evicting), read with ``memory`` in one step: they sum to its proving_key bytes.
@@ -355,6 +356,7 @@ class EngineSnapshot:
                        for ph, (v, src) in phases.items()}
                 for kind, phases in sorted(self.phase_estimates.items())},
             "nodes": [n.to_wire() for n in self.nodes],
+            "not_ready": self.not_ready,
         }
 
 

@@ -330,6 +330,9 @@ class RealProver:
     def nodes(self) -> list[Any]:
         return []  # one process, no cluster
 
+    def gpu_unavailable(self) -> str | None:
+        return None  # the devices are this process's own, there from the start
+
     def close(self) -> None:
         """Nothing outside this process to let go of."""
 
