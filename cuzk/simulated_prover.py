@@ -17,7 +17,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cuzk.engine.backend import KeyHandle, PartitionMemory, PhasePrior, ProofResult
+from cuzk.engine.backend import (
+    InProcessDevices,
+    KeyHandle,
+    PartitionMemory,
+    PhasePrior,
+    ProofResult,
+)
 from cuzk.errors import CuzkError
 
 STEPS = ("load_key", "unload_key", "synthesize", "gpu", "finalize")
@@ -69,7 +75,7 @@ def _matches(match: Match, inputs: Mapping[str, Any]) -> bool:
     return bool(match(inputs))
 
 
-class ScriptedProver:
+class ScriptedProver(InProcessDevices):
     """Deterministic prover double. Register holds/failures/delays before submitting."""
 
     def __init__(
@@ -173,20 +179,6 @@ class ScriptedProver:
     def verification_key(self, proof_kind: str) -> dict[str, Any]:
         raise CuzkError("the scripted prover has no verification keys")
 
-    def device_ready(self, device: str, timeout: float) -> bool:
-        return True  # a device of this process is always there
-
-    def discard(self, synthesis: Any) -> None:
-        """Nothing is held outside this process."""
-
-    def nodes(self) -> list[Any]:
-        return []  # one process, no cluster
-
-    def gpu_unavailable(self) -> str | None:
-        return None  # the devices are this process's own, there from the start
-
-    def close(self) -> None:
-        """Nothing outside this process to let go of."""
 
     def input_elements(self, proof_kind: str) -> int | None:
         return None  # scripted partitions take any inputs

@@ -247,3 +247,25 @@ class ProverBackend(Protocol):
 
         Steps may raise :class:`PhaseLost`."""
         ...
+
+
+class InProcessDevices:
+    """The cluster-facing part of the seam for a prover whose devices and data live in this
+    process (the real prover, the simulated one): its devices are always there, nothing is
+    held elsewhere, there are no nodes, nothing to close. A cluster executor answers them
+    itself."""
+
+    def device_ready(self, device: str, timeout: float) -> bool:
+        return True
+
+    def discard(self, synthesis: Any) -> None:
+        """Nothing is held outside this process."""
+
+    def nodes(self) -> list[Any]:
+        return []
+
+    def gpu_unavailable(self) -> str | None:
+        return None
+
+    def close(self) -> None:
+        """Nothing outside this process to let go of."""

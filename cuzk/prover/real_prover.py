@@ -28,7 +28,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cuzk.engine.backend import KeyHandle, PartitionMemory, PhasePrior, ProofResult
+from cuzk.engine.backend import (
+    InProcessDevices,
+    KeyHandle,
+    PartitionMemory,
+    PhasePrior,
+    ProofResult,
+)
 from cuzk.engine.settings import EngineSettings, ProofKindSettings
 from cuzk.errors import UnknownProofKind
 
@@ -84,7 +90,7 @@ class LanePool:
             self._free.put(lane)
 
 
-class RealProver:
+class RealProver(InProcessDevices):
     def __init__(self, settings: EngineSettings) -> None:
         self.settings = settings
         backend = settings.backend
@@ -321,20 +327,6 @@ class RealProver:
         self._vks[proof_kind] = (stamp, vk)
         return vk
 
-    def device_ready(self, device: str, timeout: float) -> bool:
-        return True  # this process's devices are always there
-
-    def discard(self, synthesis: Any) -> None:
-        """Nothing is held outside this process."""
-
-    def nodes(self) -> list[Any]:
-        return []  # one process, no cluster
-
-    def gpu_unavailable(self) -> str | None:
-        return None  # the devices are this process's own, there from the start
-
-    def close(self) -> None:
-        """Nothing outside this process to let go of."""
 
     def verify_proof(
         self, proof_kind: str, proof: Mapping[str, Any], public: Sequence[str]

@@ -47,3 +47,19 @@ def _free_port() -> int:
 def closed_port() -> int:
     """A port nothing listens on (it was free a moment ago)."""
     return _free_port()
+
+
+AUTH_TOKEN = "cli-test-token-0123456789abcdef"
+
+
+@pytest.fixture
+def authed_url(engine: Engine) -> Iterator[str]:
+    """The shared engine behind a server that requires ``AUTH_TOKEN``."""
+    from cuzk.api.server import uvicorn_config
+    from cuzk.config import ServerConfig
+
+    config = Config(server=ServerConfig(listen="127.0.0.1:0", auth_token=AUTH_TOKEN))
+    with uvicorn_in_thread(
+        uvicorn_config(create_app(engine, config), config, log_level="warning")
+    ) as url:
+        yield url

@@ -4,32 +4,20 @@ commands send it from $CUZK_AUTH_TOKEN, --token-file or $CUZK_AUTH_TOKEN_FILE.""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from cuzk.api.app import create_app
-from cuzk.api.server import uvicorn_config
 from cuzk.cli._http import CliError
 from cuzk.cli.main import main
 from cuzk.cli.serve import _auth_banner, check_exposure, is_loopback
 from cuzk.config import Config, ConfigError, ServerConfig
-from cuzk.engine.engine import Engine
-from cuzk.serve_process import ServeProcess, serve_env, uvicorn_in_thread
+from cuzk.serve_process import ServeProcess, serve_env
 from tests.conftest import KEYS_DIR
+from tests.cuzk.cli.conftest import AUTH_TOKEN
 
-TOKEN = "cli-test-token-0123456789abcdef"
-
-
-@pytest.fixture
-def authed_url(engine: Engine) -> Iterator[str]:
-    config = Config(server=ServerConfig(listen="127.0.0.1:0", auth_token=TOKEN))
-    with uvicorn_in_thread(
-        uvicorn_config(create_app(engine, config), config, log_level="warning")
-    ) as url:
-        yield url
+TOKEN = AUTH_TOKEN
 
 
 @pytest.fixture(autouse=True)

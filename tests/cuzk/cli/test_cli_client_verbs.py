@@ -4,18 +4,13 @@ port, each with its text, its ``--json`` object and its refusals said on one lin
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 
-from cuzk.api.app import create_app
-from cuzk.api.server import uvicorn_config
-from cuzk.config import Config, ServerConfig
 from cuzk.engine.engine import Engine
-from cuzk.serve_process import uvicorn_in_thread
 from tests.cuzk.cli._cli import cuzk, json_out, said
+from tests.cuzk.cli.conftest import AUTH_TOKEN
 
 
 def _submit(server_url: str, kind: str, tags: list[str]) -> str:
@@ -98,16 +93,7 @@ def test_preload_and_evict_a_key(tmp_path: Path, server_url: str, engine: Engine
     assert "unknown proof kind 'nope' (available: porep-c2, winning-post)" in line, line
 
 
-TOKEN = "verbs-test-token-0123456789abcdef"
-
-
-@pytest.fixture
-def authed_url(engine: Engine) -> Iterator[str]:
-    config = Config(server=ServerConfig(listen="127.0.0.1:0", auth_token=TOKEN))
-    with uvicorn_in_thread(
-        uvicorn_config(create_app(engine, config), config, log_level="warning")
-    ) as url:
-        yield url
+TOKEN = AUTH_TOKEN
 
 
 def test_the_verbs_send_the_token_as_submit_does(
