@@ -89,7 +89,8 @@ def test_submit_rides_out_a_drain_and_a_restart(tmp_path: Path, bundled: Any) ->
         thread.join(BOUND_S)
         assert not thread.is_alive(), "cuzk submit did not finish within its bound"
         assert outcome.get("code") == 0, (outcome, err.getvalue(), second.output)
-        assert "retrying" in err.getvalue() and "503" in err.getvalue(), (err.getvalue(), first.output)
+        said = err.getvalue()
+        assert "retrying" in said and "503" in said, (said, first.output)
 
         proofs = sorted(p.name for p in (tmp_path / "proofs").iterdir())
         assert proofs == ["proof_0.json", "public_0.json"]
