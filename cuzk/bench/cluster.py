@@ -6,9 +6,9 @@ Figures, each over ``--runs`` runs on one cluster (range and median):
 * Ray's overhead per partition: the median time of a one-partition job through the engine over
   the cluster minus the same through the engine in one process, both with the scripted prover
   and no step time (so only the dispatch is timed: three actor calls and their objects).
-* Node loss (``bench_cluster_recovery``): the GPU node removed mid-job and a new one added,
+* Node loss (``cuzk.bench.cluster_recovery``): the GPU node removed mid-job and a new one added,
   ``--node-losses`` times: seconds to the job's success, jobs lost, duplicate proofs.
-* Head restart (``bench_cluster_recovery``): a real ``cuzk serve --cluster`` head on the CPU
+* Head restart (``cuzk.bench.cluster_recovery``): a real ``cuzk serve --cluster`` head on the CPU
   prover killed with SIGKILL while a job is partly journaled, and started again: seconds to
   ready and to the resumed job's success, and the key loads that cost the GPU worker.
 * Bytes moved between nodes per partition (``bench_cluster_bytes``), with the real CPU prover

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from cuzk.cli.bench_cluster_recovery import restart_stages
+from cuzk.bench.cluster_recovery import restart_stages
 
 LOG = """\
 2026-12-05 08:40:01,500 INFO cuzk.serve: authentication: OFF (loopback listen)
