@@ -90,6 +90,7 @@ class ScriptedProver(InProcessDevices):
         self.name = name
         self.field_arith = "n/a"  # scripted steps do no field arithmetic
         self.remote_step_spans = False  # the engine records the step spans
+        self.synthesis_waits_for_worker = False  # the engine's own thread synthesizes
         self._device_memory = device_memory
         self._lock = threading.Lock()
         self._gates: list[Gate] = []

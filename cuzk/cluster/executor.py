@@ -180,6 +180,7 @@ class ClusterExecutor:
     name = "cluster"
     field_arith = "n/a"  # the CPU MSMs run in the worker actors, each reporting its own
     remote_step_spans = True  # each actor records its step's span (cuzk.cluster.actor_tracing)
+    synthesis_waits_for_worker = True  # for a free CPU worker (StepContext.worker_taken)
 
     def __init__(self, spec: ProverSpec, local: ProverBackend, gpu_slots: int | None = None,
                  poll_s: float = 1.0, prefix: str = "",
@@ -555,10 +556,10 @@ class ClusterExecutor:
                                                                                      "normal")
         # Waiting for a free CPU worker (or room on its node) is not synthesis: the partition
         # reads queued_synthesis until a worker takes it (its lease opens there at once).
-        waiting = ctx.waiting_for_worker() if ctx and ctx.waiting_for_worker else None
-        with waiting or contextlib.nullcontext():
-            actor, res = self._take_cpu(key.estimate.partition_bytes, prio)
+        actor, res = self._take_cpu(key.estimate.partition_bytes, prio)
         try:
+            if ctx is not None and ctx.worker_taken is not None:
+                ctx.worker_taken()
             if self.on_dispatch is not None:
                 self.on_dispatch("synthesis", actor.node_id, res.held if res else 0)
             wit, abc, node_ref = actor.handle.synthesize.options(num_returns=3).remote(
@@ -572,6 +573,8 @@ class ClusterExecutor:
                 self._retire_cpu(actor)
                 raise PhaseLost("synthesis", reason, "synthesis",
                                 f"synthesis on {actor.id} lost: {reason}") from exc
+            if ctx is not None and ctx.worker_released is not None:
+                ctx.worker_released()  # before the worker is free for another partition
         except BaseException:
             if res is not None:
                 res.close()

@@ -7,7 +7,6 @@ concurrency can be tested with a scripted double and its scheduling reused on an
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -73,10 +72,16 @@ class StepContext:
     partition: int
     priority: str
     traceparent: str | None
-    # A backend whose step first waits for a free remote worker (a cluster's CPU workers)
-    # waits inside ``waiting_for_worker()``: the partition reads ``queued_synthesis`` meanwhile,
-    # so ``synthesizing`` means a worker holds it, as in one process. None: no such wait.
-    waiting_for_worker: Callable[[], AbstractContextManager[None]] | None = None
+    # For a backend whose synthesis waits for a free remote worker
+    # (``ProverBackend.synthesis_waits_for_worker``): ``worker_taken()`` once a worker holds
+    # the partition (it reads ``synthesizing`` from then, ``queued_synthesis`` before), so
+    # ``synthesizing`` means a worker holds it, as in one process. None: no such wait.
+    worker_taken: Callable[[], None] | None = None
+    # Called by such a backend once the remote worker has handed the result back and before
+    # that worker takes other work: the partition reads ``queued_gpu`` (nested, not counted as
+    # synthesis) until the engine moves it on, so a freed worker's next partition and this one
+    # never both read ``synthesizing``. None: no such hand-back.
+    worker_released: Callable[[], None] | None = None
 
 
 STEP: ContextVar[StepContext | None] = ContextVar("cuzk_step", default=None)
@@ -123,6 +128,15 @@ class ProverBackend(Protocol):
         ``cuzk.finalize``) in the process that runs it, as a child of
         ``StepContext.traceparent`` (a cluster's worker actors); the engine then records none
         of the three, so no step is recorded twice. False: the engine records them here."""
+        ...
+
+    @property
+    def synthesis_waits_for_worker(self) -> bool:
+        """True when ``synthesize`` first waits for a free remote worker (a cluster's CPU
+        workers): the engine then shows the partition ``queued_synthesis`` (nested in
+        ``synthesizing``) from its admission until the backend calls
+        ``StepContext.worker_taken``, so ``synthesizing`` means a worker holds it. False: the
+        engine's own thread synthesizes."""
         ...
 
     @property

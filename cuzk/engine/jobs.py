@@ -112,6 +112,12 @@ class Partition:
         return scope
 
     def _close_scope(self, scope: PhaseScope, error: BaseException | None) -> None:
+        # A nested scope never outlives its parent: one left open (a backend's hand-back mark,
+        # see StepContext.worker_released) ends with it, before it.
+        with self._lock:
+            children = [s for s in self._scopes if s.parent is scope and not s._closed]
+        for child in children:
+            self._close_scope(child, None)
         now = time.monotonic()
         with self._lock:
             if scope._closed:

@@ -54,10 +54,12 @@ MAX_RETRIES = 5
 
 
 @contextmanager
-def _step(p: Partition, span: Any) -> Iterator[None]:
-    """Tell the backend which partition (and span) the step it is about to run belongs to."""
+def _step(p: Partition, span: Any, waiting: PhaseScope | None = None) -> Iterator[None]:
+    """Tell the backend which partition (and span) the step it is about to run belongs to;
+    ``waiting``: the partition's nested ``queued_synthesis`` until a remote worker takes it."""
+    taken = waiting.close if waiting is not None else None
     token = STEP.set(StepContext(p.job.id, p.job.proof_kind, p.index, p.job.priority,
-                                 traceparent_of(span), lambda: _waiting_for_worker(p)))
+                                 traceparent_of(span), taken, lambda: _worker_released(p)))
     try:
         with progress.reporting(p.report_step):
             yield
@@ -65,15 +67,10 @@ def _step(p: Partition, span: Any) -> Iterator[None]:
         STEP.reset(token)
 
 
-@contextmanager
-def _waiting_for_worker(p: Partition) -> Iterator[None]:
-    """The partition waits for a free remote synthesis worker: ``queued_synthesis``, nested
-    in ``synthesizing`` so that its time is not counted as synthesis (nor predicted as it)."""
-    scope = p.open_phase("queued_synthesis", nested=True)
-    try:
-        yield
-    finally:
-        scope.close()
+def _worker_released(p: Partition) -> None:
+    """The remote synthesis worker let the partition go: it reads ``queued_gpu`` (nested in
+    ``synthesizing``, which closes it) until the engine queues it for a GPU."""
+    p.open_phase("queued_gpu", nested=True)
 
 
 def gpu_step_attribute(step: str) -> str:
@@ -361,6 +358,12 @@ class Pipeline:
             return self._park(p)
         # From here a synthesis thread holds the partition: key, reservation, witness, a/b/c.
         scope = p.open_phase("synthesizing")
+        # With remote synthesis workers (a cluster) this thread only admits and dispatches: the
+        # partition reads queued_synthesis, nested so that its time is not counted (nor
+        # predicted) as synthesis, until a worker takes it (StepContext.worker_taken) or the
+        # synthesis scope ends.
+        waiting = (p.open_phase("queued_synthesis", nested=True)
+                   if self.prover.synthesis_waits_for_worker else None)
         assert st.synth_scope is not None  # opened when it was queued
         st.synth_scope.close()
         self._make_room(p)
@@ -397,7 +400,7 @@ class Pipeline:
             return self._park(p, scope)
         scope.span = self.spans.start_step("cuzk.synthesis", p.span, self._attrs(p))
         try:
-            with _step(p, scope.span):
+            with _step(p, scope.span, waiting):
                 p.synthesis = self.prover.synthesize(p.key.handle, p.inputs)
         except PhaseLost as exc:
             return self._retry(p, exc, scope)

@@ -125,6 +125,7 @@ class RealProver(InProcessDevices):
         native_msm.configure(settings.field_arith)
         self.field_arith = native_msm.arith_path()
         self.remote_step_spans = False  # steps run in this process: the engine records them
+        self.synthesis_waits_for_worker = False  # the engine's own thread synthesizes
         self.devices = list(self._backends)
         self._zkeys: dict[str, Path] = {}
         self._circuits: dict[str, Any] = {}

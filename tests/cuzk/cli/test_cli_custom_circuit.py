@@ -5,8 +5,10 @@ naming the file and section, verification keys written beside development keys."
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,7 @@ from tests.cuzk.prover.test_prover_keycheck import R1CS, SECTION_NAMES, WASM, ZK
 DATA = R1CS.parent
 INPUT = DATA / "tiny.input.json"
 WTNS = DATA / "tiny.wtns"
+DOCS_CUSTOM = Path(__file__).parents[3] / "docs" / "custom-circuits.md"
 
 
 def _err_line(capsys) -> str:
@@ -436,14 +439,15 @@ def test_circuit_add_replace_swaps_your_own_kinds_table_after_a_recompile(tmp_pa
 
 
 def test_a_server_of_your_kind_alone_makes_no_bundled_key_resident(tmp_path: Path):
-    """docs/custom-circuits.md: with the bundled kinds turned off, `cuzk serve` starts with
-    your kind's key only (no winning-post key made resident before it listens)."""
+    """docs/custom-circuits.md: with the bundled kinds turned off (the doc's own table), `cuzk
+    serve` starts with your kind's key only (no winning-post key resident before it listens)."""
     from cuzk.circuits.registry import bundled_circuits
     from cuzk.serve_process import ServeProcess, serve_env
 
     config = tmp_path / "cuzk.toml"
-    config.write_text("".join(f'[proof_kinds.{name}]\nenabled = false\n\n'
-                              for name in bundled_circuits()))
+    (alone,) = re.findall(r"^```toml alone\n(.*?)^```", DOCS_CUSTOM.read_text(), re.S | re.M)
+    assert set(tomllib.loads(alone)["proof_kinds"]) == set(bundled_circuits())
+    config.write_text(alone)
     args = ["circuit", "add", "tiny", "--r1cs", str(R1CS), "--wasm", str(WASM), "--zkey",
             str(ZKEY), "--sample-input", str(INPUT), "--config", str(config)]  # fmt: skip
     assert main(args) == 0

@@ -5,6 +5,7 @@ opens or closes, the partition's phase is read at once (no sampling that could m
 
 from __future__ import annotations
 
+import itertools
 import threading
 from typing import Any
 
@@ -82,10 +83,22 @@ def test_a_partition_never_reads_as_an_earlier_phase_nor_queued_between_phases(
     assert not scopes.gaps, scopes.gaps[:5]
     assert len(scopes.seen) == 16
     for phases in scopes.seen.values():
-        active = [ORDER[ph] for ph in phases if ph in ORDER]
-        assert active == sorted(active), phases  # never back to an earlier phase
+        # never back to an earlier phase, except a memory waiter giving its synthesis thread
+        # to higher-class work (_requeue: waiting_memory -> queued_synthesis), which starts over
+        for attempt in _attempts(phases):
+            active = [ORDER[ph] for ph in attempt if ph in ORDER]
+            assert active == sorted(active), str(phases)
         assert phases[0] == "queued_synthesis" and phases[-1] == "done", phases
         assert {"synthesizing", "queued_gpu", "proving", "finalizing"} <= set(phases), phases
+
+
+def _attempts(phases: list[str]) -> list[list[str]]:
+    """``phases`` cut where a memory waiter was queued again (waiting_memory, then
+    queued_synthesis): each piece is one attempt at the partition."""
+    cuts = [i for i in range(1, len(phases))
+            if phases[i] == "queued_synthesis" and phases[i - 1] == "waiting_memory"]
+    bounds = [0, *cuts, len(phases)]
+    return [phases[a:b] for a, b in itertools.pairwise(bounds)]
 
 
 def _runs(phases: list[str], *run: str) -> bool:
@@ -129,3 +142,57 @@ def test_a_partition_that_gives_way_for_memory_is_queued_again_without_a_gap(
                  if sp.name == "cuzk.partition"
                  and (sp.attributes or {}).get("cuzk.partition.preempted")]
     assert len(preempted) == 1
+
+
+def test_a_remote_worker_hand_back_reads_queued_gpu_until_the_engine_moves_it_on(
+    scopes: ScopeRecord,
+) -> None:
+    """A backend whose synthesis runs on a remote worker (a cluster): from its admission the
+    partition reads ``queued_synthesis`` until the backend says a worker took it
+    (``worker_taken``), and ``queued_gpu`` once the backend marks the hand-back
+    (``worker_released``) before freeing the worker, so a partition reads ``synthesizing``
+    exactly while a worker holds it; the marks end with the synthesis scope (none left over)."""
+    from cuzk.engine.backend import STEP
+    from tests._doubles import ScriptedProver
+
+    before_taken: list[str] = []
+    taken: list[str] = []
+    after_release: list[str] = []
+    leftover: list[int] = []
+
+    class RemoteWorkerProver(ScriptedProver):
+        def __init__(self) -> None:
+            super().__init__()
+            self.synthesis_waits_for_worker = True
+
+        def synthesize(self, key: Any, inputs: Any) -> Any:
+            ctx = STEP.get()
+            assert ctx is not None and ctx.worker_taken and ctx.worker_released
+            p = next(p for p in scopes.partitions.values() if p.inputs is inputs)
+            before_taken.append(p.phase)
+            ctx.worker_taken()  # a CPU worker holds it now
+            taken.append(p.phase)
+            result = super().synthesize(key, inputs)
+            ctx.worker_released()
+            after_release.append(p.phase)
+            return result
+
+        def gpu_phase(self, key: Any, synthesis: Any, device: str) -> dict:
+            p = next(p for p in scopes.partitions.values() if p.inputs is synthesis.inputs)
+            leftover.append(len(p._scopes))  # "proving" alone: the hand-back mark is gone
+            return super().gpu_phase(key, synthesis, device)
+
+    engine, _, _ = make_test_engine({"porep-c2": (3, "normal")}, prover=RemoteWorkerProver())
+    with engine:
+        job = engine.submit("porep-c2", [{"tag": f"r{i}"} for i in range(3)])
+        assert engine.wait(job.id, 10).state == "succeeded"
+    assert before_taken == ["queued_synthesis"] * 3  # admitted, no worker yet
+    assert taken == ["synthesizing"] * 3
+    assert after_release == ["queued_gpu"] * 3
+    assert leftover == [1, 1, 1]
+    assert not scopes.gaps, scopes.gaps
+    for i in range(3):
+        phases = scopes.phases_of(f"r{i}")
+        after = phases[len(phases) - phases[::-1].index("synthesizing"):]
+        assert "synthesizing" not in after and after[-1] == "done", phases
+        assert _runs(phases, "synthesizing", "queued_gpu", "proving"), phases
