@@ -174,12 +174,16 @@ class WitnessStore:
 
     def __init__(self, directory: Path | None) -> None:
         self._temporary = directory is None
-        self.directory = Path(tempfile.mkdtemp(prefix="cuzk-witness-")) if directory is None \
-            else Path(directory)
+        # Made on first use (most servers never see a witness), private to this process.
+        self.directory = Path(tempfile.gettempdir()) / f"cuzk-witness-{uuid.uuid4().hex}" \
+            if directory is None else Path(directory)
 
     def _ensure(self) -> None:
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            if self._temporary:
+                self.directory.mkdir(mode=0o700, exist_ok=True)
+            else:
+                self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             from cuzk.errors import Unavailable
 

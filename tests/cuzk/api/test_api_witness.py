@@ -80,8 +80,7 @@ def test_witnesses_prove_and_verify_and_leave_nothing_on_disk(real):
     assert len(job["proofs"]) == PARTITIONS
     for entry in job["proofs"]:
         assert verify(b.key.verification_key, entry["proof"], entry["public"])
-    engine.wait(job_id, 10)
-    assert job["state"] == "succeeded"
+    assert engine.get(job_id).settled.wait(10)  # its file goes once every partition settled
     assert leftovers(engine) == []  # removed once the job settled
     # A replay of the same request id and bytes is the same job; other bytes are a 409.
     assert post(client, good + good, request_id="wtns-good").json()["id"] == job_id
@@ -105,7 +104,7 @@ def test_a_witness_failing_its_constraints_fails_the_job_naming_the_partition(re
     assert job["state"] == "failed", job
     assert job["error"].startswith("partition 1: the submitted witness"), job["error"]
     assert "does not satisfy constraint" in job["error"]
-    engine.wait(job["id"], 10)
+    assert engine.get(job["id"]).settled.wait(10)
     assert leftovers(engine) == []
 
 
