@@ -206,3 +206,21 @@ def test_a_server_whose_prover_takes_no_witness_says_so(engine):
                         content=b"wtns", headers=OCTETS)
     assert r.status_code == 501, r.text
     assert "does not take witnesses" in r.json()["error"]
+
+
+def test_a_parse_reserve_too_small_to_check_a_witness_is_413_naming_the_setting(
+    real, monkeypatch
+):
+    """Checking a witness holds WITNESS_CHECK_BYTES whatever its size; a reserve configured
+    below that can never check one: 413 naming the setting, not a wait."""
+    from cuzk.api.input_bounds import WITNESS_CHECK_BYTES
+    from cuzk.engine.memory import MemoryBudget
+
+    client, engine, _, good = real
+    monkeypatch.setattr(engine, "parse_budget",
+                        MemoryBudget(WITNESS_CHECK_BYTES - 1, "request_parse"))
+    r = post(client, good + good)
+    assert r.status_code == 413, r.text
+    assert f"needs {WITNESS_CHECK_BYTES} bytes" in r.json()["error"]
+    assert "engine.request_parse_reserve_bytes" in r.json()["error"]
+    assert leftovers(engine) == []
