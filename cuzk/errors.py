@@ -56,6 +56,12 @@ class RequestTooLarge(InputError):
     http_status = 413
 
 
+class WitnessesNotTaken(InputError):
+    """A witness submitted to a server whose prover cannot take one (a cluster)."""
+
+    http_status = 501
+
+
 class Unavailable(CuzkError):
     """The server cannot take this request now (draining, journal unwritable): a 503,
     with ``Retry-After`` when ``retry_after`` seconds is known."""

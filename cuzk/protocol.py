@@ -165,6 +165,14 @@ def _open(shape: type[_Shape]) -> type[_Shape]:
 
 
 # ---- requests ---------------------------------------------------------------------------
+WITNESS_SUBMIT_PATH = "/v1/proofs/witness"
+"""``POST``: a job proven from witnesses made elsewhere (a native generator), not inputs. The
+body is the partitions' .wtns files back to back, in partition order (each file is
+self-delimiting); the query carries what ``SubmitRequest`` carries beside ``inputs``
+(``WitnessSubmitQuery``). Answered like ``POST /v1/proofs``."""
+WITNESS_MEDIA_TYPE = "application/octet-stream"
+"""The only Content-Type ``WITNESS_SUBMIT_PATH`` takes (415 otherwise)."""
+
 # What a client sends (``SubmitRequest``, the proof long-poll's query) is declared in
 # ``cuzk.protocol_requests``: pydantic validates requests with those shapes, and a client that
 # imports this module does not pay for pydantic.

@@ -76,6 +76,23 @@ class SubmitRequest(TypedDict):
     (400)."""
 
 
+@with_config(ConfigDict(extra="forbid", use_attribute_docstrings=True))
+class WitnessSubmitQuery(TypedDict):
+    """The query of ``POST /v1/proofs/witness`` (``cuzk.protocol.WITNESS_SUBMIT_PATH``): the
+    fields of ``SubmitRequest`` but ``inputs``, whose place the body's .wtns files take."""
+
+    proof_kind: Annotated[str, Field(min_length=1)]
+    """A configured proof kind (``GET /v1/circuits`` lists them), for example ``porep-c2``."""
+    request_id: NotRequired[Annotated[
+        str, Field(min_length=1, max_length=MAX_REQUEST_ID_CHARS), AfterValidator(_printable)]]
+    """Idempotency key: a repeat returns the same job (a new attempt after failure)."""
+    priority: NotRequired[Priority]
+    """How urgent the job is; defaults to the proof kind's configured priority."""
+    deadline: NotRequired[Annotated[
+        str, Field(json_schema_extra={"format": "date-time"}), AfterValidator(_rfc3339)]]
+    """RFC 3339 time by which the proofs are needed, as in ``POST /v1/proofs``."""
+
+
 @with_config(ConfigDict(extra="ignore", use_attribute_docstrings=True))
 class ProofQuery(TypedDict):
     """The query of ``GET /v1/proofs/{job_id}`` (other parameters are ignored)."""

@@ -24,6 +24,7 @@ from cuzk.engine.backend import (
     PhasePrior,
     ProofResult,
 )
+from cuzk.engine.witnesses import WitnessRef, WitnessShape
 from cuzk.errors import CuzkError
 
 STEPS = ("load_key", "unload_key", "synthesize", "gpu", "finalize")
@@ -184,6 +185,9 @@ class ScriptedProver(InProcessDevices):
     def input_elements(self, proof_kind: str) -> int | None:
         return None  # scripted partitions take any inputs
 
+    def witness_shape(self, proof_kind: str) -> WitnessShape | None:
+        return None  # scripted partitions have no circuit to check a witness against
+
     def verify_proof(
         self, proof_kind: str, proof: Mapping[str, Any], public: Sequence[str]
     ) -> bool | None:
@@ -236,7 +240,11 @@ class ScriptedProver(InProcessDevices):
         with self._lock:
             return sum(1 for n in self.loaded.values() if n == 0)
 
-    def synthesize(self, key: KeyHandle, inputs: Mapping[str, Any]) -> ScriptedSynthesis:
+    def synthesize(
+        self, key: KeyHandle, inputs: Mapping[str, Any] | WitnessRef
+    ) -> ScriptedSynthesis:
+        if isinstance(inputs, WitnessRef):  # witness_shape is None: submit refuses them
+            raise CuzkError("the scripted prover takes no witnesses")
         self._check_key("synthesize", key)
         self._run("synthesize", inputs)
         self._check_key("synthesize", key)

@@ -11,6 +11,7 @@ import logging
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -21,7 +22,7 @@ from starlette.responses import JSONResponse, Response
 
 from cuzk.api.limits import Admission
 from cuzk.api.signals import parse_json_int
-from cuzk.api.validation import PROOF_QUERY, SUBMIT, RequestInvalid
+from cuzk.api.validation import PROOF_QUERY, SUBMIT, WITNESS_QUERY, RequestInvalid
 from cuzk.config import Config
 from cuzk.errors import (
     CuzkError,
@@ -33,7 +34,7 @@ from cuzk.errors import (
 )
 from cuzk.logsafe import loggable
 from cuzk.protocol import DEADLINE_REJECTED_STATUS, CircuitInfo
-from cuzk.protocol_requests import SubmitRequest
+from cuzk.protocol_requests import SubmitRequest, WitnessSubmitQuery
 from cuzk.telemetry.metrics import EngineMetrics
 
 if TYPE_CHECKING:
@@ -173,6 +174,47 @@ async def read_body(request: Request, limit: int, what: str = "server.max_body_b
     return b"".join(chunks)
 
 
+WRITE_BATCH_BYTES = 1 << 20
+"""A streamed body is written to its file in batches of this many bytes (one thread hop each)."""
+
+
+async def read_body_to_file(request: Request, path: Path, limit: int, what: str) -> int:
+    """Stream a body into ``path``, never holding more than a batch of it, refusing it with
+    413 as soon as it passes ``limit`` bytes (``what`` says where the limit comes from), on
+    its declared Content-Length before a byte is read and again on the bytes received.
+    Returns its size. A file that cannot be written is a 503 naming the directory."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.strip().isdigit():
+            raise ApiError(400, f"invalid Content-Length header: {declared!r}")
+        if int(declared) > limit:
+            raise ApiError(
+                413, f"request body of {int(declared)} bytes is larger than {what}")
+    size = 0
+    pending: list[bytes] = []
+    pending_bytes = 0
+    try:
+        with open(path, "wb") as f:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise ApiError(413, f"request body is larger than {what}")
+                pending.append(chunk)
+                pending_bytes += len(chunk)
+                if pending_bytes >= WRITE_BATCH_BYTES:
+                    await anyio.to_thread.run_sync(f.write, b"".join(pending))
+                    pending, pending_bytes = [], 0
+            if pending:
+                await anyio.to_thread.run_sync(f.write, b"".join(pending))
+    except ClientDisconnect:
+        raise ApiError(400, "client disconnected while sending the request body") from None
+    except OSError as e:
+        raise Unavailable(
+            f"cannot store the request body in {path.parent} ({e.strerror or e}); free space"
+            " there or fix its permissions", retry_after=10.0) from None
+    return size
+
+
 def parse_json(body: bytes) -> Any:
     """Parse a JSON body; every problem is a 400 that says where."""
     if not body.strip():
@@ -202,6 +244,18 @@ def parse_submit(body: Any) -> SubmitRequest:
     is not one)."""
     try:
         return SUBMIT.validate(body)
+    except RequestInvalid as e:
+        raise ApiError(400, str(e)) from None
+
+
+def parse_witness_query(request: Request) -> WitnessSubmitQuery:
+    """The query of ``POST /v1/proofs/witness`` (400 saying every way it is not one)."""
+    params = request.query_params
+    twice = sorted({k for k in params if len(params.getlist(k)) > 1})
+    if twice:
+        raise ApiError(400, f"{', '.join(map(repr, twice))} given more than once")
+    try:
+        return WITNESS_QUERY.validate(dict(params))
     except RequestInvalid as e:
         raise ApiError(400, str(e)) from None
 

@@ -24,6 +24,21 @@ and the objects ``json.loads`` builds (the densest, ``[1,1,...]`` or ``[{},{},..
 18-24 bytes of objects per body byte; strings and numbers less)."""
 
 
+WITNESS_CHECK_BYTES = 16 << 20
+"""What checking a witness body holds in memory, whatever its size: the body goes to a file
+as it arrives (never into memory) and is checked through an mmap a slice at a time
+(``cuzk.formats.wtns.CHECK_ROWS`` values, hashed in 8 MiB slices), so this bounds the
+temporaries, taken from the request parse reserve like a JSON body's parsing."""
+
+
+def witness_body_limit(partitions: int, n_vars: int, n8: int) -> int:
+    """The exact size of a witness submit's body for a kind: one .wtns per partition, each
+    of the size a witness of ``n_vars`` values of ``n8`` bytes has."""
+    from cuzk.formats.wtns import wtns_file_bytes
+
+    return partitions * wtns_file_bytes(n_vars, n8)
+
+
 def kind_body_limit(partitions: int, elements: int) -> int:
     """The largest body a submit of a kind with ``partitions`` partitions of ``elements``
     input elements each can need."""

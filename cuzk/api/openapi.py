@@ -20,6 +20,8 @@ from pydantic import TypeAdapter
 from cuzk import __version__
 from cuzk.protocol import (
     DEADLINE_REJECTED_STATUS,
+    WITNESS_MEDIA_TYPE,
+    WITNESS_SUBMIT_PATH,
     CircuitList,
     DeadlineRejection,
     Error,
@@ -34,7 +36,7 @@ from cuzk.protocol import (
     VerificationKey,
     WorkersPausedInfo,
 )
-from cuzk.protocol_requests import ProofQuery, SubmitRequest
+from cuzk.protocol_requests import ProofQuery, SubmitRequest, WitnessSubmitQuery
 
 REF_TEMPLATE = "#/components/schemas/{model}"
 SUBMIT_UNAVAILABLE = Error | DeadlineRejection
@@ -145,6 +147,47 @@ OPERATIONS: list[Operation] = [
                 " deadline cannot be met even at the front of the job's priority class, for a"
                 " kind whose deadline_admission is reject: send the job to another prover.",
                 SUBMIT_UNAVAILABLE, headers=RETRY_AFTER),
+            507: Reply("A partition needs more memory than the whole budget."),
+        },
+    ),
+    Operation(
+        "post", WITNESS_SUBMIT_PATH, "submitWitnessProof",
+        "Submit a proof job proven from ready witnesses (one .wtns per partition)",
+        description=(
+            "For witnesses made elsewhere (circom's native C++ generator, snarkjs wtns"
+            " calculate): the body is the partitions' .wtns files back to back, in partition"
+            " order (a .wtns file is self-delimiting). No witness generator runs on the"
+            " server. Each witness is checked at submit against the kind's circuit (field,"
+            " variable count, wire 0 = 1, every value below the prime); its constraints are"
+            " checked when its partition is synthesized, and a witness that fails them fails"
+            " the job, naming the partition. The body is streamed to disk beside the journal,"
+            " never held in memory, and kept until the job settles; an accepted job survives"
+            " a restart like any other. Answered like POST /v1/proofs."),
+        parameters=(*query_params(WitnessSubmitQuery),
+                    param("traceparent", "header", "W3C trace context of the caller.",
+                          {"type": "string"}, required=False)),
+        extra={"requestBody": {"required": True, "content": {WITNESS_MEDIA_TYPE: {
+            "schema": {"type": "string", "contentMediaType": WITNESS_MEDIA_TYPE}}}}},
+        replies={
+            202: Reply("Accepted; the job (the same one for a repeated request_id). Location"
+                       " points at it.", JobInfo),
+            400: Reply("Bad query (missing proof_kind, unknown or repeated parameters, a bad"
+                       " priority or deadline), or a witness that is not one the kind takes:"
+                       " truncated or malformed .wtns, the wrong number of them, another field"
+                       " (a bn128 witness), another circuit's variable count, wire 0 not 1."),
+            404: UNKNOWN_KIND,
+            409: Reply("The request_id names a job submitted with a different body; nothing"
+                       " changes; Location points at that job."),
+            413: Reply("Body larger than the kind's witnesses are (exactly its partitions x"
+                       " one .wtns of its circuit's variables; the message gives the figure),"
+                       " or the request parse reserve (engine.request_parse_reserve_bytes) is"
+                       " smaller than checking a witness needs (16 MiB)."),
+            415: Reply("Content-Type is not application/octet-stream."),
+            501: Reply("This server cannot prove from witnesses (a cluster head)."),
+            DEADLINE_REJECTED_STATUS: Reply(
+                "As for POST /v1/proofs: draining, the journal or the witness directory cannot"
+                " be written, the request parse reserve is busy (retry after Retry-After);"
+                " or the deadline cannot be met.", SUBMIT_UNAVAILABLE, headers=RETRY_AFTER),
             507: Reply("A partition needs more memory than the whole budget."),
         },
     ),

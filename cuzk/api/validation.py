@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import TypeAdapter, ValidationError
 
 from cuzk.api.signals import OversizeNumber
-from cuzk.protocol_requests import ProofQuery, SubmitRequest
+from cuzk.protocol_requests import ProofQuery, SubmitRequest, WitnessSubmitQuery
 
 T = TypeVar("T")
 MAX_PROBLEMS = 5
@@ -196,3 +196,4 @@ def expectation(node: Mapping[str, Any]) -> str:
 
 SUBMIT = Shape(SubmitRequest, "request body")
 PROOF_QUERY = Shape(ProofQuery, "query")
+WITNESS_QUERY = Shape(WitnessSubmitQuery, "query")

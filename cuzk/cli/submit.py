@@ -25,8 +25,9 @@ from cuzk.cli._client import Run, add_client_arguments, describe_server, run_cli
 from cuzk.cli._http import RETRY_FOR_SECONDS, CliError, request, retrying_caller
 from cuzk.cli._output import check_output_dir, now_running, plural, write_text
 from cuzk.cli._results import JobResult, job_result, note_job
+from cuzk.cli._witness_body import WitnessBody, check_count
 from cuzk.errors import CuzkError
-from cuzk.protocol import PRIORITIES, TERMINAL_STATES
+from cuzk.protocol import PRIORITIES, TERMINAL_STATES, WITNESS_MEDIA_TYPE, WITNESS_SUBMIT_PATH
 
 POLL_WAIT_SECONDS = 0.5
 """Each poll long-polls this long, so completion is seen at once and progress twice a second."""
@@ -41,12 +42,23 @@ def register(subparsers: Any) -> None:
         " and write proof_<i>.json / public_<i>.json (snarkjs formats) for each partition.",
     )
     p.add_argument("proof_kind", metavar="KIND", help="proof kind, e.g. porep-c2")
-    p.add_argument(
+    source = p.add_mutually_exclusive_group()
+    source.add_argument(
         "--input",
         metavar="FILE",
         default=None,
         help="JSON inputs: an array with one object per partition, or one object used for"
         " every partition (default: the bundled sample input for KIND, once per partition)",
+    )
+    source.add_argument(
+        "--wtns",
+        metavar="FILE",
+        nargs="+",
+        type=Path,
+        default=None,
+        help="ready witnesses instead of inputs, one .wtns per partition in partition order"
+        " (from circom's native C++ generator, snarkjs wtns calculate, ...): the server runs"
+        " no witness generator and checks each against KIND's circuit",
     )
     add_client_arguments(p)
     p.add_argument(
@@ -252,24 +264,32 @@ def submit(
     call = retrying_caller(client, retry_for, lambda text: console.print(
         f"cuzk submit: {text}", highlight=False, markup=False))
 
+    witnesses = getattr(args, "wtns", None)
+    wtns_body = WitnessBody(witnesses) if witnesses else None  # a missing file: said first
     entry = _kind_entry(client, args.proof_kind, call)
     partitions = int(entry.get("partitions") or 1)
-    inputs = build_inputs(args.proof_kind, partitions, args.input, client)
     # Always a request id: a submit retried after a dropped connection finds its first job.
     request_id = args.request_id or f"cuzk-submit-{uuid.uuid4().hex}"
     result["request_id"], result["proof_kind"] = request_id, args.proof_kind
-    body: dict[str, Any] = {"proof_kind": args.proof_kind, "inputs": inputs,
-                            "request_id": request_id}
+    fields: dict[str, Any] = {"proof_kind": args.proof_kind, "request_id": request_id}
     if args.priority:
-        body["priority"] = args.priority
+        fields["priority"] = args.priority
     if deadline is not None:
-        body["deadline"] = deadline
-    job = call("POST", "/v1/proofs", json=body)
+        fields["deadline"] = deadline
+    if wtns_body is not None:
+        check_count(wtns_body, args.proof_kind, partitions)
+        job = call("POST", WITNESS_SUBMIT_PATH, params=fields, content=wtns_body,
+                   headers={"Content-Type": WITNESS_MEDIA_TYPE,
+                            "Content-Length": str(wtns_body.size)})
+    else:
+        inputs = build_inputs(args.proof_kind, partitions, args.input, client)
+        job = call("POST", "/v1/proofs", json={**fields, "inputs": inputs})
     note_job(result, job)
     job_id = job["id"]
     if not quiet:
-        print(f"job {job_id} accepted ({args.proof_kind}, {plural(partitions, 'partition')};"
-              f" request id {request_id})", file=out)
+        source = "; from witnesses" if wtns_body is not None else ""
+        print(f"job {job_id} accepted ({args.proof_kind}, {plural(partitions, 'partition')}"
+              f"{source}; request id {request_id})", file=out)
     if args.no_wait:
         return 0
 

@@ -57,6 +57,7 @@ from cuzk.engine.backend import (
 )
 from cuzk.engine.memory import MemoryBudget, Reservation
 from cuzk.engine.snapshot import ClusterWorkerView, NodeView
+from cuzk.engine.witnesses import WitnessRef, WitnessShape
 from cuzk.errors import CuzkError
 from cuzk.protocol import ClusterWorkerKind, NodeRole
 
@@ -530,6 +531,9 @@ class ClusterExecutor:
     def input_elements(self, proof_kind: str) -> int | None:
         return self.local.input_elements(proof_kind)
 
+    def witness_shape(self, proof_kind: str) -> WitnessShape | None:
+        return None  # the CPU workers synthesize from inputs; they cannot read the head's disk
+
     def verify_proof(
         self, proof_kind: str, proof: Mapping[str, Any], public: Sequence[str]
     ) -> bool | None:
@@ -550,7 +554,11 @@ class ClusterExecutor:
     def unload_key(self, handle: KeyHandle) -> None:
         pass  # keys stay resident in the GPU workers (evicted there by their own process)
 
-    def synthesize(self, key: KeyHandle, inputs: Mapping[str, Any]) -> ClusterSynthesis:
+    def synthesize(
+        self, key: KeyHandle, inputs: Mapping[str, Any] | WitnessRef
+    ) -> ClusterSynthesis:
+        if isinstance(inputs, WitnessRef):  # witness_shape is None: submit refuses them
+            raise CuzkError("a cluster's workers take no witnesses")
         ctx = STEP.get()
         job_id, index, prio = (ctx.job_id, ctx.partition, ctx.priority) if ctx else ("", -1,
                                                                                      "normal")

@@ -9,7 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from cuzk.engine.witnesses import WitnessRef, WitnessShape
 
 
 @dataclass(frozen=True)
@@ -198,8 +201,11 @@ class ProverBackend(Protocol):
         """Drop a key from every device; the engine drops its host reference."""
         ...
 
-    def synthesize(self, key: KeyHandle, inputs: Mapping[str, Any]) -> Any:
-        """CPU: witness and a/b/c evaluations. Bad inputs raise cuzk.errors.WitnessError."""
+    def synthesize(self, key: KeyHandle, inputs: Mapping[str, Any] | WitnessRef) -> Any:
+        """CPU: witness and a/b/c evaluations. Bad inputs raise cuzk.errors.WitnessError.
+        Given a :class:`WitnessRef` (a witness submitted ready-made), no witness generator
+        runs: its bytes are read, checked and used as they are; a witness that does not
+        satisfy the constraints raises WitnessError."""
         ...
 
     def gpu_phase(self, key: KeyHandle, synthesis: Any, device: str) -> Any:
@@ -224,6 +230,11 @@ class ProverBackend(Protocol):
     def input_elements(self, proof_kind: str) -> int | None:
         """Field elements one partition's inputs hold (the front end bounds a submit's body by
         it before parsing); None when this prover cannot tell."""
+        ...
+
+    def witness_shape(self, proof_kind: str) -> WitnessShape | None:
+        """What a witness of the kind must be (field, variable and public signal counts, from
+        its circuit), checked at submit; None when this prover cannot take witnesses."""
         ...
 
     def verify_proof(

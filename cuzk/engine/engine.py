@@ -16,6 +16,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -41,6 +42,7 @@ from cuzk.engine.journal import (
     Journal,
     JournalError,
     JournalRecorder,
+    PartitionInput,
     inputs_digest,
 )
 from cuzk.engine.keys import KeyResidency
@@ -53,6 +55,13 @@ from cuzk.engine.scheduling import ARRIVAL
 from cuzk.engine.settings import EngineSettings
 from cuzk.engine.snapshot import BudgetView, EngineSnapshot, JobView, KeyView, WaiterView
 from cuzk.engine.spans import SpanBook, extract_context, span_context_of, traceparent_of
+from cuzk.engine.witnesses import (
+    WitnessRef,
+    WitnessShape,
+    WitnessStore,
+    check_witnesses,
+    witness_digest,
+)
 from cuzk.errors import (
     DeadlineInfeasible,
     InputError,
@@ -62,6 +71,7 @@ from cuzk.errors import (
     Unavailable,
     UnknownJob,
     UnknownProofKind,
+    WitnessesNotTaken,
 )
 from cuzk.protocol import (
     ACTIVE_PHASES,
@@ -202,6 +212,10 @@ class Engine:
         self.priors = Priors(self.estimates, prover.phase_prior)  # below both, asked at start
         self.deadlines = DeadlineWatch(self._deadline_passed)
         ensure_recovery_counters(self.counters, s.proof_kinds)
+        # Witnesses submitted ready-made wait on disk beside the journal (durable with it).
+        self.witnesses = WitnessStore(
+            None if s.journal_path is None
+            else s.journal_path.with_name(s.journal_path.name + ".witness"))
         self.recovery: JournalRecovery | None = None
         if self.journal is not None:
             self.recovery = JournalRecovery(self.journal, s, prover, self.counters, self.spans,
@@ -243,6 +257,13 @@ class Engine:
             self._started_at = time.monotonic()
         if self.recovery is not None:
             self._seq = itertools.count(self.recovery.recover())
+        with self._lock:
+            keep = {j.id for j in self._active.values()
+                    if any(isinstance(p.inputs, WitnessRef) for p in j.partitions)}
+        swept = self.witnesses.sweep(keep)
+        if swept:
+            log.info("removed %d witness file(s) no unfinished job needs from %s", swept,
+                     self.witnesses.directory)
         self.pipeline.start()
         self.deadlines.start()
         threading.Thread(target=self._seed_priors, name="cuzk-priors", daemon=True).start()
@@ -302,6 +323,7 @@ class Engine:
             self.journal.close()
         self.keys.evict_all()
         self.prover.close()  # a cluster executor lets go of its actors and connection
+        self.witnesses.close()
         self.drained.set()
 
     def _interrupt(self, job: Job) -> None:
@@ -370,20 +392,27 @@ class Engine:
         priority: str | None = None,
         trace_context: Any = None,
         deadline: float | None = None,
+        *,
+        witness_body: Path | None = None,
     ) -> Job:
         """Accept a job (validated before anything changes). A repeated ``request_id`` returns
         the same job unless that one failed or was cancelled, which starts a new attempt.
 
         ``deadline``: wall-clock seconds by which the proofs are needed; None gives the kind's
         default relative deadline (if it has one). Raises DeadlineInfeasible (503) when the
-        deadline cannot be met and the kind's ``deadline_admission`` is ``reject``."""
+        deadline cannot be met and the kind's ``deadline_admission`` is ``reject``.
+
+        ``witness_body``: a file holding one .wtns per partition, back to back (made with
+        ``witnesses.staging()``), to prove from instead of ``inputs`` (which must then be
+        empty); checked against the kind's circuit, then kept under the job's id until it
+        settles."""
         kind = self.settings.proof_kinds.get(proof_kind)
         if kind is None:
             known = ", ".join(sorted(self.settings.proof_kinds)) or "none"
             raise UnknownProofKind(f"unknown proof kind {proof_kind!r} (known: {known})")
         try:
             return self._submit(proof_kind, inputs, request_id, priority, trace_context,
-                                deadline)
+                                deadline, witness_body)
         except DeadlineInfeasible:
             self.counters.inc("jobs_rejected", (proof_kind, "deadline"))
             raise
@@ -402,6 +431,7 @@ class Engine:
         priority: str | None,
         trace_context: Any,
         deadline: float | None,
+        witness_body: Path | None = None,
     ) -> Job:
         kind = self.settings.proof_kinds[proof_kind]
         if deadline is not None:
@@ -426,18 +456,28 @@ class Engine:
         elif priority not in PRIORITY_RANK:
             raise InputError(
                 f"priority must be one of {', '.join(PRIORITY_RANK)}, not {priority!r}")
-        if isinstance(inputs, Mapping | str | bytes) or not isinstance(inputs, Sequence):
-            raise InputError("inputs must be a list with one object per partition")
-        if len(inputs) != kind.partitions:
-            raise InputError(
-                f"proof kind {proof_kind!r} takes {kind.partitions} partition input(s), "
-                f"got {len(inputs)}")
-        for i, item in enumerate(inputs):
-            if not isinstance(item, Mapping):
-                raise InputError(f"inputs[{i}] must be an object, not {type(item).__name__}")
         if request_id is not None and (not isinstance(request_id, str) or not request_id):
             raise InputError("request_id must be a non-empty string")
-        digest = inputs_digest(inputs)
+        payloads: Sequence[PartitionInput]
+        if witness_body is not None:
+            if inputs:
+                raise InputError("a job is proven from inputs or from witnesses, not both")
+            self._check_running()
+            refs = check_witnesses(witness_body, self.witness_shape(proof_kind),
+                                   kind.partitions, proof_kind)
+            payloads, digest = refs, witness_digest(refs)
+        else:
+            if isinstance(inputs, Mapping | str | bytes) or not isinstance(inputs, Sequence):
+                raise InputError("inputs must be a list with one object per partition")
+            if len(inputs) != kind.partitions:
+                raise InputError(
+                    f"proof kind {proof_kind!r} takes {kind.partitions} partition input(s), "
+                    f"got {len(inputs)}")
+            for i, item in enumerate(inputs):
+                if not isinstance(item, Mapping):
+                    raise InputError(
+                        f"inputs[{i}] must be an object, not {type(item).__name__}")
+            payloads, digest = inputs, inputs_digest(inputs)
         self._check_running()
         if request_id is not None and (prev := self._previous(request_id)) is not None:
             self._check_same_body(prev, proof_kind, priority, digest)
@@ -445,8 +485,8 @@ class Engine:
                 return prev  # a replay: nothing else runs
         self._check_memory(proof_kind)
         self.priors.ensure(proof_kind)  # the first job of a kind is predicted too
-        # Bad signals are the caller's error (422), not a failed job later.
-        self.prover.check_inputs(proof_kind, inputs)
+        if witness_body is None:  # bad signals are the caller's error (422), not a failed job
+            self.prover.check_inputs(proof_kind, inputs)
         parent = extract_context(trace_context)
 
         with self._submit_lock:
@@ -465,16 +505,26 @@ class Engine:
             if job.deadline is not None and self.settings.scheduler != ARRIVAL:
                 self._admit(job, kind.deadline_admission)
             job.inputs_digest = digest
-            self._create_spans(job, inputs, parent)
+            if witness_body is not None:  # on disk for good before the journal names it
+                try:
+                    payloads = self.witnesses.admit(witness_body, job.id, refs)
+                except OSError as e:
+                    raise Unavailable(
+                        f"cannot keep the witness in {self.witnesses.directory} "
+                        f"({e.strerror or e}); free space or fix its permissions",
+                        retry_after=10.0) from None
+            self._create_spans(job, payloads, parent)
             if self.journal is not None:  # durable before anyone hears of it (the 202)
                 try:
                     self.journal.record_accepted(JobRecord(
-                        job.id, request_id, proof_kind, priority, [dict(p) for p in inputs],
+                        job.id, request_id, proof_kind, priority,
+                        [p if isinstance(p, WitnessRef) else dict(p) for p in payloads],
                         digest,
                         _traceparent(trace_context), traceparent_of(job.span), attempt, job.seq,
                         job.submitted_at, deadline=job.deadline))
                 except JournalError as e:
                     self._discard(job, e)
+                    self.witnesses.remove(job.id)
                     raise
             with self._lock:
                 self._jobs[job.id] = job
@@ -485,7 +535,7 @@ class Engine:
                 if self.events.active:
                     self.events.publish(JobAccepted(
                         job.id, proof_kind, priority, request_id, attempt,
-                        tuple(inputs), job.submitted_at, job.trace_id, job.trace_sampled))
+                        tuple(payloads), job.submitted_at, job.trace_id, job.trace_sampled))
             self.pipeline.enqueue(job)
             self.deadlines.watch(job)
         return job
@@ -630,7 +680,7 @@ class Engine:
     def _create_spans(
         self,
         job: Job,
-        inputs: Sequence[Mapping[str, Any]],
+        inputs: Sequence[PartitionInput],
         parent: Any,
         links: Sequence[Any] = (),
         proven: Mapping[int, tuple[dict[str, Any], list[str]]] | None = None,
@@ -705,6 +755,8 @@ class Engine:
         self._prune_finished()
         if job.span is not None:
             self.spans.end(job.span, job.error_exc)
+        if any(isinstance(p.inputs, WitnessRef) for p in job.partitions):
+            self.witnesses.remove(job.id)  # after the journal recorded the outcome
         job.settled.set()
 
     def _prune_finished(self) -> None:
@@ -809,6 +861,18 @@ class Engine:
         if proof_kind not in self.settings.proof_kinds:
             raise UnknownProofKind(f"unknown proof kind {proof_kind!r}")
         return self.prover.input_elements(proof_kind)
+
+    def witness_shape(self, proof_kind: str) -> WitnessShape:
+        """What a witness of the kind must be (its circuit's field and variable counts);
+        InputError (501) when this prover takes no witnesses (a cluster)."""
+        if proof_kind not in self.settings.proof_kinds:
+            raise UnknownProofKind(f"unknown proof kind {proof_kind!r}")
+        shape = self.prover.witness_shape(proof_kind)
+        if shape is None:
+            raise WitnessesNotTaken(
+                "this server does not take witnesses (a cluster's workers cannot read them "
+                "yet); submit the job's inputs instead")
+        return shape
 
     def reserve_request_memory(self, nbytes: int) -> Reservation:
         """Hold ``nbytes`` of the request parse reserve for a request's parsing and validation,

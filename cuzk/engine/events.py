@@ -22,21 +22,25 @@ import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cuzk.engine.witnesses import WitnessRef
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
 class JobAccepted:
-    """A job was accepted (the API's 202); ``inputs`` holds one mapping per partition."""
+    """A job was accepted (the API's 202); ``inputs`` holds one mapping per partition (or one
+    reference per partition to a witness submitted ready-made)."""
 
     job_id: str
     proof_kind: str
     priority: str
     request_id: str | None
     attempt: int
-    inputs: tuple[Mapping[str, Any], ...]
+    inputs: tuple[Mapping[str, Any] | WitnessRef, ...]
     submitted_at: float  # wall-clock seconds
     trace_id: str | None
     sampled: bool

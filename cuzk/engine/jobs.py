@@ -11,10 +11,11 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection
 from typing import Any
 
 from cuzk.engine.backend import ProofResult
+from cuzk.engine.journal import PartitionInput
 from cuzk.engine.snapshot import JobView, PartitionView
 from cuzk.engine.spans import SpanBook, TrackedSpan
 from cuzk.protocol import ACTIVE_PHASES, JOB_OUTCOMES, PARTITION_OUTCOMES, JobInfo
@@ -72,7 +73,7 @@ class Partition:
         self,
         job: Job,
         index: int,
-        inputs: Mapping[str, Any],
+        inputs: PartitionInput,
         spans: SpanBook,
         on_phase_closed: PhaseListener | None,
     ) -> None:

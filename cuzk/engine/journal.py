@@ -45,18 +45,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cuzk.engine.witnesses import WitnessRef, witness_digest
 from cuzk.errors import Unavailable
 from cuzk.protocol import TERMINAL_STATES
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 MIGRATIONS: dict[int, tuple[str, str, str]] = {
     # from version N to N + 1, the column it adds: (table, column, type). A file of an older
     # version is upgraded when opened, in the opening transaction (migrated whole or not at
     # all); a column already there is not added twice.
     1: ("partitions", "digest", "TEXT"),
     2: ("jobs", "deadline", "REAL"),
+    3: ("jobs", "witness", "TEXT"),
 }
 APPLICATION_ID = 0x637A6B4A  # "czkJ": marks the file as a cuzk journal
 TERMINAL = TERMINAL_STATES
@@ -85,7 +87,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     state         TEXT NOT NULL,
     error         TEXT,
     finished_at   REAL,
-    deadline      REAL
+    deadline      REAL,
+    witness       TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_by_request ON jobs (request_id, attempt);
 CREATE INDEX IF NOT EXISTS jobs_by_finish ON jobs (finished_at);
@@ -158,15 +161,22 @@ def inputs_digest(inputs: Sequence[Mapping[str, Any]]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+PartitionInput = Mapping[str, Any] | WitnessRef
+"""What one partition is proven from: its input signals, or a witness submitted ready-made
+(kept in the witness store; the journal's ``witness`` column records where)."""
+
+
 @dataclass
 class JobRecord:
-    """One job as the journal holds it; ``proofs`` maps partition index -> (proof, public)."""
+    """One job as the journal holds it; ``proofs`` maps partition index -> (proof, public).
+    ``inputs``: one mapping of input signals per partition, or one :class:`WitnessRef` per
+    partition for a job submitted with witnesses."""
 
     id: str
     request_id: str | None
     proof_kind: str
     priority: str
-    inputs: list[dict[str, Any]]
+    inputs: list[PartitionInput]
     inputs_digest: str
     traceparent: str | None  # the client's, when it sent one
     span_context: str | None  # the job span's own traceparent (recovered spans link to it)
@@ -493,15 +503,22 @@ class Journal:
     def record_accepted(self, rec: JobRecord) -> None:
         """The job exists once this returns: call before answering 202."""
 
+        refs = [p for p in rec.inputs if isinstance(p, WitnessRef)]
+        if refs and len(refs) != len(rec.inputs):
+            raise ValueError("a job is proven from inputs or from witnesses, not both")
+        inputs = [] if refs else [dict(p) for p in rec.inputs if not isinstance(p, WitnessRef)]
+        witness = json.dumps([r.to_json() for r in refs], separators=(",", ":")) \
+            if refs else None
+
         def write(db: sqlite3.Connection) -> None:
             db.execute(
                 "INSERT INTO jobs (id, request_id, proof_kind, priority, inputs, inputs_digest,"
-                " traceparent, span_context, attempt, seq, submitted_at, state, deadline)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " traceparent, span_context, attempt, seq, submitted_at, state, deadline,"
+                " witness) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (rec.id, rec.request_id, rec.proof_kind, rec.priority,
-                 json.dumps(rec.inputs, separators=(",", ":")), rec.inputs_digest,
+                 json.dumps(inputs, separators=(",", ":")), rec.inputs_digest,
                  rec.traceparent, rec.span_context, rec.attempt, rec.seq, rec.submitted_at,
-                 ACCEPTED, rec.deadline))
+                 ACCEPTED, rec.deadline, witness))
 
         self._write(write)
 
@@ -621,7 +638,7 @@ class Journal:
                 rows = db.execute(
                     "SELECT id, request_id, proof_kind, priority, inputs, inputs_digest,"
                     " traceparent, span_context, attempt, seq, submitted_at, state, error,"
-                    " finished_at, deadline"
+                    " finished_at, deadline, witness"
                     f" FROM jobs {sql}", args).fetchall()
                 out = [_job_record(r) for r in rows]
                 for rec in out:
@@ -706,6 +723,15 @@ def _job_record(r: Sequence[Any]) -> JobRecord:
             rec.submitted_at = 0.0
         if rec.state not in TERMINAL:
             rec.state = ACCEPTED  # unfinished as far as anyone can tell: recovery fails it
+        return rec
+    if r[15] is not None:  # proven from witnesses submitted ready-made
+        try:
+            refs = [WitnessRef.from_json(d) for d in json.loads(r[15])]
+            if witness_digest(refs) != rec.inputs_digest:
+                raise ValueError("the witness references do not match their digest")
+            rec.inputs = list(refs)
+        except (ValueError, TypeError, KeyError) as e:
+            rec.broken = f"the job's journaled witness references are damaged ({e})"
         return rec
     try:
         inputs = json.loads(r[4])

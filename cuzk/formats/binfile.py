@@ -129,7 +129,12 @@ def read_binfile(
         raise FormatError(spath, "is a directory, not a file") from None
     except OSError as e:
         raise FormatError(spath, f"cannot read: {e.strerror or e}") from None
+    return index_binfile(spath, data, magic, max_version)
 
+
+def index_binfile(spath: str, data: np.ndarray, magic: str, max_version: int) -> BinFile:
+    """Index a container already in memory (uint8 ``data``; ``spath`` names it in errors),
+    checking magic, version and that every section fits."""
     total = int(data.shape[0])
     if total < _HEADER:
         raise FormatError(spath, f"truncated: {total} bytes, not even a {magic} file header")

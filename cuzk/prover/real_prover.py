@@ -36,6 +36,7 @@ from cuzk.engine.backend import (
     ProofResult,
 )
 from cuzk.engine.settings import EngineSettings, ProofKindSettings
+from cuzk.engine.witnesses import WitnessRef, WitnessShape
 from cuzk.errors import UnknownProofKind
 
 if TYPE_CHECKING:
@@ -461,10 +462,48 @@ class RealProver(InProcessDevices):
             except Exception:  # dropping is best effort; the memory goes with the object
                 log.exception("dropping key %s from %s failed", handle.proof_kind, backend)
 
-    def synthesize(self, key: KeyHandle, inputs: Mapping[str, Any]) -> Any:
+    def synthesize(self, key: KeyHandle, inputs: Mapping[str, Any] | WitnessRef) -> Any:
         from cuzk.prover import synthesize
 
+        if isinstance(inputs, WitnessRef):
+            return self._synthesize_witness(key, inputs)
         return synthesize(key.key.key, key.key.circuit, dict(inputs), terms=key.key.terms)
+
+    def _synthesize_witness(self, key: KeyHandle, ref: WitnessRef) -> Any:
+        """A witness submitted ready-made (checked at submit): a/b/c from it, then every
+        constraint, as a witness generator's output is checked."""
+        import numpy as np
+
+        from cuzk import progress
+        from cuzk.errors import FormatError, WitnessError
+        from cuzk.formats.wtns import parse_wtns
+        from cuzk.prover.groth16 import synthesize_from_witness
+
+        progress.step("witness (submitted)")
+        try:
+            witness = parse_wtns(ref.read(), "the submitted witness")
+        except FormatError as e:
+            raise WitnessError(str(e)) from None
+        values = np.ascontiguousarray(witness.values, dtype=np.uint32)
+        progress.step("a/b/c")
+        synth = synthesize_from_witness(key.key.key, values, source="the submitted witness")
+        progress.step("constraint check")
+        circuit = key.key.circuit
+        try:
+            circuit.check_satisfied(values, synth.abc[2], key.key.terms)
+        except WitnessError as e:
+            what = str(e).split("): ", 1)[0] + ")"  # which constraint, how many fail
+            raise WitnessError(
+                f"the submitted {what}: was it computed for this circuit, from the inputs "
+                "you meant?") from None
+        return synth
+
+    def witness_shape(self, proof_kind: str) -> WitnessShape:
+        """From the kind's r1cs header (its field and wire count): what the key proves."""
+        r1cs = self.circuit(proof_kind).r1cs
+        return WitnessShape(curve=r1cs.curve.name, prime=r1cs.curve.r, n8=r1cs.curve.n8r,
+                            n_vars=int(r1cs.n_wires),
+                            n_public=int(r1cs.n_pub_out + r1cs.n_pub_in))
 
     def gpu_phase(self, key: KeyHandle, synthesis: Any, device: str) -> Any:
         """On a CUDA device, on a lane of its own (the device's other workers run meanwhile)."""

@@ -65,6 +65,9 @@ SKIPPED: dict[tuple[str, str], str] = {
     " tests/deploy run both generators and fail when a committed file differs",
     ("docs/operations.md", "CUZK_GRAFANA_URL=https://grafana.example.com python"
      " deploy/prometheus/build_rules.py"): _DOCKER,
+    ("docs/cli.md", "./circuit_cpp/circuit input_0.json p0.wtns"): "circom's C++ generator,"
+    " built per circuit with circom --c and make; tests/cuzk/cli/test_cli_submit_wtns.py submits"
+    " a witness another generator (snarkjs wtns calculate) made, the same way",
 }  # fmt: skip
 RUN_ELSEWHERE = {
     "docs/custom-circuits.md": "tests/interop/test_interop_walkthrough.py runs every sh block"

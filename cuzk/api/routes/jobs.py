@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import anyio.to_thread
 from opentelemetry import trace
@@ -21,11 +22,18 @@ from cuzk.api.handling import (
     parse_json,
     parse_submit,
     parse_wait,
+    parse_witness_query,
     read_body,
+    read_body_to_file,
 )
-from cuzk.api.input_bounds import kind_body_limit, parse_reservation
+from cuzk.api.input_bounds import (
+    WITNESS_CHECK_BYTES,
+    kind_body_limit,
+    parse_reservation,
+    witness_body_limit,
+)
 from cuzk.api.signals import check_signal_values
-from cuzk.protocol import TERMINAL_STATES
+from cuzk.protocol import TERMINAL_STATES, WITNESS_MEDIA_TYPE, WITNESS_SUBMIT_PATH
 from cuzk.protocol_requests import deadline_seconds
 
 WAIT_SLICE_S = 1.0
@@ -92,21 +100,66 @@ def routes(ctx: ApiContext) -> list[Route]:
                 f"{'s' if partitions != 1 else ''} (one object per partition in 'inputs'),"
                 f" got {len(inputs)}",
             )
-        # Whatever the configured propagators read (traceparent, b3, ...); none: a new trace.
-        trace_context: Context | None = ctx.inbound.extract(request.headers)
-        if not trace.get_current_span(trace_context).get_span_context().is_valid:
-            trace_context = None
         job = await call(
             engine.submit,
             kind,
             inputs,
             request_id=body.get("request_id"),
             priority=body.get("priority"),
-            trace_context=trace_context,
+            trace_context=inbound_trace(request),
             deadline=None if deadline is None else deadline_seconds(deadline),
         )
-        data = job.to_dict()
+        return accepted(job.to_dict())
+
+    def inbound_trace(request: Request) -> Context | None:
+        """Whatever the configured propagators read (traceparent, b3, ...); None: a new
+        trace."""
+        trace_context: Context | None = ctx.inbound.extract(request.headers)
+        if not trace.get_current_span(trace_context).get_span_context().is_valid:
+            return None
+        return trace_context
+
+    def accepted(data: dict[str, Any]) -> Response:
         return JSONResponse(data, status_code=202, headers={"Location": f"/v1/proofs/{data['id']}"})
+
+    @endpoint
+    async def submit_witness(request: Request) -> Response:
+        """A job proven from the body's .wtns files (one per partition), streamed to a file
+        in the witness store and checked there; never held in memory."""
+        query = parse_witness_query(request)
+        media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media != WITNESS_MEDIA_TYPE:
+            raise ApiError(
+                415,
+                f"a witness submit's body is the partitions' .wtns files back to back, sent as"
+                f" Content-Type: {WITNESS_MEDIA_TYPE} (got {media or 'none'!r}); inputs go to"
+                " POST /v1/proofs as JSON")
+        kind = query["proof_kind"]
+        entry = kind_known(kind, await call(engine.circuits))
+        shape = await call(engine.witness_shape, kind)
+        partitions = entry["partitions"]
+        bound = witness_body_limit(partitions, shape.n_vars, shape.n8)
+        what = (
+            f"proof kind {kind!r} can take ({bound} bytes: {partitions} .wtns file"
+            f"{'s' if partitions != 1 else ''} of {shape.n_vars} variables)")
+        deadline = query.get("deadline")
+        reservation = await call(engine.reserve_request_memory, WITNESS_CHECK_BYTES)
+        try:
+            with engine.witnesses.staging() as staged:
+                await read_body_to_file(request, staged, bound, what)
+                job = await call(
+                    engine.submit,
+                    kind,
+                    [],
+                    request_id=query.get("request_id"),
+                    priority=query.get("priority"),
+                    trace_context=inbound_trace(request),
+                    deadline=None if deadline is None else deadline_seconds(deadline),
+                    witness_body=staged,
+                )
+        finally:
+            reservation.close()
+        return accepted(dict(job.to_dict()))
 
     @endpoint
     async def get_proof(request: Request) -> Response:
@@ -133,6 +186,7 @@ def routes(ctx: ApiContext) -> list[Route]:
 
     return [
         Route("/v1/proofs", submit, methods=["POST"]),
+        Route(WITNESS_SUBMIT_PATH, submit_witness, methods=["POST"]),
         Route("/v1/proofs/{job_id}", get_proof, methods=["GET"]),
         Route("/v1/proofs/{job_id}", cancel_proof, methods=["DELETE"]),
     ]

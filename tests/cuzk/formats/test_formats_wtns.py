@@ -77,3 +77,33 @@ def test_unknown_prime(tmp_path: Path) -> None:
 def test_writer_rejects_wrong_shape(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"\(n, 8\)"):
         write_wtns(tmp_path / "x.wtns", np.zeros((3, 12), np.uint32), BLS12_381)
+
+
+def test_witnesses_back_to_back_are_split_by_their_headers() -> None:
+    """What ``POST /v1/proofs/witness`` receives: files laid end to end, no other framing."""
+    from cuzk.formats.wtns import parse_wtns, split_wtns, wtns_file_bytes
+
+    one = (DATA / "tiny.wtns").read_bytes()
+    assert len(one) == wtns_file_bytes(6, 32)  # the exact size a kind's bound is made of
+    body = np.frombuffer(one * 3, dtype=np.uint8)
+    spans = split_wtns(body, "body")
+    assert spans == [(0, len(one)), (len(one), len(one)), (2 * len(one), len(one))]
+    for offset, size in spans:
+        w = parse_wtns(body[offset : offset + size], "w")
+        assert limbs_to_ints(w.values) == [1, 108, 3, 5, 7, 15]
+    with pytest.raises(FormatError, match=r"body: witness 1 \(at byte 268\): truncated"):
+        split_wtns(np.frombuffer(one + one[:-1], dtype=np.uint8), "body")
+    with pytest.raises(FormatError, match=r"witness 1 \(at byte 268\): truncated: 3 bytes"):
+        split_wtns(np.frombuffer(one + b"abc", dtype=np.uint8), "body")
+
+
+def test_a_value_at_the_prime_is_refused_wherever_it_lies(tmp_path: Path) -> None:
+    """The range check runs a slice at a time: a bad value past the first slice is found."""
+    from cuzk.formats.wtns import CHECK_ROWS
+
+    vals = ints_to_limbs([1] * (CHECK_ROWS + 5), 8)
+    vals[CHECK_ROWS + 3] = ints_to_limbs([R], 8)[0]
+    p = tmp_path / "w.wtns"
+    write_wtns(p, vals, BLS12_381)
+    with pytest.raises(FormatError, match=f"witness value {CHECK_ROWS + 3} is not below"):
+        read_wtns(p)
