@@ -85,16 +85,17 @@ class PartitionTooLarge(MemoryRequestTooLarge):
 
     def __init__(
         self, proof_kind: str, budget: str, key_bytes: int, working_bytes: int,
-        budget_bytes: int, exact: bool = True,
+        budget_bytes: int, exact: bool = True, fixed_bytes: int = 0,
     ) -> None:
         setting = "engine.memory_budget_bytes" if budget == "host" else \
             "engine.device_memory_budget_bytes"
         how = "" if exact else " (estimated before its key was first loaded)"
+        held = f" ({fixed_bytes} of them held for the prover's runtime)" if fixed_bytes else ""
         super().__init__(
             f"a {proof_kind} partition needs {key_bytes + working_bytes} bytes of {budget} "
             f"memory{how}: proving key {key_bytes} + working memory {working_bytes} bytes, but "
-            f"the whole {budget} memory budget is {budget_bytes} bytes; raise {setting} or use "
-            f"a smaller circuit")
+            f"the whole {budget} memory budget is {budget_bytes} bytes{held}; raise {setting} or "
+            f"use a smaller circuit")
         self.proof_kind = proof_kind
         self.budget = budget
         self.key_bytes = key_bytes

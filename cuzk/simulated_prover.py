@@ -199,6 +199,9 @@ class ScriptedProver(InProcessDevices):
     def _kind(self, proof_kind: str) -> ScriptedKind:
         return self.kinds.setdefault(proof_kind, ScriptedKind())
 
+    def runtime_host_bytes(self) -> int:
+        return 0  # nothing of its own beside the scripted keys
+
     def key_bytes_hint(self, proof_kind: str) -> int:
         return self._kind(proof_kind).host_bytes
 

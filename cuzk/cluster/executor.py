@@ -513,6 +513,9 @@ class ClusterExecutor:
     def key_bytes_hint(self, proof_kind: str) -> int:
         return 0  # keys live in the worker actors, not in the head
 
+    def runtime_host_bytes(self) -> int:
+        return self.local.runtime_host_bytes()  # the head checks inputs with the generators
+
     def device_pci_bus_id(self, device: str) -> str | None:
         return None  # a slot is a GPU worker actor on some node, not a device of this host
 

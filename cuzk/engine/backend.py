@@ -161,6 +161,11 @@ class ProverBackend(Protocol):
         """Host bytes loading this key will take, known before loading (reserved first)."""
         ...
 
+    def runtime_host_bytes(self) -> int:
+        """Host bytes the prover holds once per process whatever its kinds (a runtime its
+        circuits run in), which the engine reserves for the process's life (0: none)."""
+        ...
+
     def key_device_bytes_hint(self, proof_kind: str) -> int:
         """The key's device bytes per device, known before loading (0: known only after
         :meth:`load_key`, or no device)."""

@@ -47,7 +47,7 @@ from cuzk.engine.journal import (
 )
 from cuzk.engine.keys import KeyResidency
 from cuzk.engine.leases import GpuWorker
-from cuzk.engine.memory import MemoryBudget, Reservation
+from cuzk.engine.memory import RUNTIME_CONSUMER, MemoryBudget, Reservation
 from cuzk.engine.pipeline import Pipeline
 from cuzk.engine.predict import Item, PhaseEstimates, Priors, predict, seed_from
 from cuzk.engine.recovery import JournalRecovery, ensure_recovery_counters
@@ -198,6 +198,9 @@ class Engine:
                 # One lock for all budgets: a partition's grant spans host and devices.
                 self.device_budgets[device] = MemoryBudget(total, device, self.host_budget.lock)
         self.keys = KeyResidency(prover, self.host_budget, self.device_budgets)
+        runtime = prover.runtime_host_bytes()  # held for the process's life
+        self._runtime = self.host_budget.hold_for_life(runtime, RUNTIME_CONSUMER) if runtime \
+            else None
         self.keys.on_evicted = self._evicted
         self.journal: Journal | None = None
         if s.journal_path is not None:  # raises JournalError saying why it cannot be used
@@ -1027,7 +1030,8 @@ class Engine:
                 return False
         if any(w.busy for w in self.pipeline.workers):
             return False
-        return all(r.consumer == "proving_key" for r in self.host_budget.live())
+        return all(r.consumer in ("proving_key", RUNTIME_CONSUMER)
+                   for r in self.host_budget.live())
 
 
 def _frozen(table: Mapping[Any, int]) -> Mapping[Any, int]:

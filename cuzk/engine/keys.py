@@ -187,9 +187,9 @@ class KeyResidency:
             self._check_fits(kind, self._needs.get(kind, need))
 
     def _check_fits(self, kind: str, n: KindNeed) -> None:
-        if n.key_host + n.working > self._host.total:
+        if n.key_host + n.working > self._host.total - self._host.fixed:
             raise PartitionTooLarge(kind, self._host.name, n.key_host, n.working,
-                                    self._host.total, exact=n.exact)
+                                    self._host.total, exact=n.exact, fixed_bytes=self._host.fixed)
         for b in self._devices.values():
             if n.key_device + n.working_device > b.total:
                 raise PartitionTooLarge(kind, b.name, n.key_device, n.working_device, b.total,

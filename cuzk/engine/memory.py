@@ -36,6 +36,9 @@ from cuzk.errors import MemoryRequestTooLarge
 from cuzk.protocol import PRIORITY_RANK
 
 GiB = 1 << 30
+RUNTIME_CONSUMER = "prover_runtime"
+"""What the prover holds once per process whatever its kinds (``runtime_host_bytes``: the
+real prover's wasm runtime), reserved by the engine at start for the process's life."""
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
@@ -207,6 +210,7 @@ class MemoryBudget:
         self._ids = itertools.count(1)
         self.evictions = 0
         self.evicted_bytes = 0
+        self.fixed = 0  # of the total, held for the process's life (``hold_for_life``)
         self.on_change: Callable[[MemoryBudget], None] | None = None
 
     @property
@@ -317,6 +321,19 @@ class MemoryBudget:
         self._live[res.id] = res
         self._changed()
         return res
+
+    def hold_for_life(self, nbytes: int, consumer: str) -> Reservation:
+        """Hold ``nbytes`` now and for the process's life (the prover's runtime, taken at
+        start): what partitions and keys can ever have is the total less these
+        (``fixed``), so a kind that could never fit beside them is refused at submit."""
+        with self._cond:
+            if nbytes < 0 or self._reserved + nbytes > self.total:
+                raise MemoryRequestTooLarge(
+                    f"{consumer} needs {nbytes} bytes for the process's life but the "
+                    f"{self.name} memory budget has {self.total - self._reserved} of its "
+                    f"{self.total} bytes free; raise the budget")
+            self.fixed += int(nbytes)
+            return self._grant(int(nbytes), consumer)
 
     def try_reserve(self, nbytes: int, consumer: str) -> Reservation | None:
         """Hold ``nbytes`` if they fit now, else None: never waits and never evicts (for

@@ -171,7 +171,8 @@ class EngineSettings:
     )
     keys_dir: Path = setting(
         "",
-        "Where proving keys generated on first use (for proof kinds without a zkey) are cached; "
+        "Where proving keys generated on first use (for proof kinds without a zkey) are cached, "
+        "and the server's compiled witness generators (in witness/); "
         '"" = $XDG_CACHE_HOME/cuzk/keys (~/.cache/cuzk/keys), where `cuzk keygen` puts them.',
         xdg_path("XDG_CACHE_HOME", ".cache", "cuzk", "keys"),
     )

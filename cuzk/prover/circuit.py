@@ -108,17 +108,24 @@ class Circuit:
         wasm_path: str | Path | None,
         name: str | None = None,
         constraints: bool = True,
+        witness_cache: Path | None = None,
     ) -> Circuit:
         """``constraints=False`` reads the r1cs's header only (sizes, curve): the terms are read
         when a check first needs them (``cuzk prove --wtns`` needs them only to explain a proof
-        that failed its self-check)."""
+        that failed its self-check). ``witness_cache``: the generator is compiled in a child
+        process into that cache and mapped only while it computes (a server)."""
         r1cs = read_r1cs(r1cs_path, load_constraints=constraints)
         calculator = None
         if wasm_path is not None:
             from cuzk.witness.wasm import WitnessCalculator
 
-            calculator = WitnessCalculator(wasm_path)
+            calculator = WitnessCalculator(wasm_path, cache_dir=witness_cache)
         return cls(name or Path(r1cs_path).stem, r1cs, calculator)
+
+    @property
+    def generator_bytes(self) -> int:
+        """What one witness computation holds while it runs (0: no generator)."""
+        return 0 if self.calculator is None else int(self.calculator.working_bytes)
 
     def calculate_witness(self, inputs: dict[str, Any]) -> np.ndarray:
         if self.calculator is None:

@@ -118,13 +118,19 @@ def _scheduled_peak(n: int, v: int, sizes: CircuitSizes, workers: int) -> int:
     return max(during_ntt, after_ntt)
 
 
-def estimate_memory(sizes: CircuitSizes, gpu_on_host: bool = True) -> MemoryEstimate:
+def estimate_memory(
+    sizes: CircuitSizes, gpu_on_host: bool = True, generator_bytes: int = 0
+) -> MemoryEstimate:
+    """``generator_bytes``: what the witness generator holds while it computes (its
+    instance's linear memory and its mapped code, ``WitnessCalculator.working_bytes``), which
+    it gives back before a/b/c are built."""
     n, v = sizes.domain_size, sizes.n_vars
     witness = v * _FR
     abc = 3 * n * _FR
     # Step 1: the witness is read out of wasm memory once as bytes and once as an array; a/b/c;
     # the constraint check builds C*w with two scratch vectors beside it.
-    synthesis = 2 * witness + abc + 3 * n * _FR
+    # Before that the generator runs: its instance and code, and the witness it copies out.
+    synthesis = max(2 * witness + abc + 3 * n * _FR, generator_bytes + 2 * witness)
     # Step 2 on the CPU backend: first the odd-coset NTTs (``qap.h_bytes``), then H
     # is held while the largest MSM converts its scalars. On a GPU only the MSM inputs stay on
     # the host side (the vectors live in device memory, counted in the device budget).

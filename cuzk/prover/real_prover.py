@@ -45,6 +45,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+WITNESS_RUNTIME_BYTES = 14 << 20
+"""What the process holds for wasmtime once its first witness generator has run, whatever
+the kinds and however many: the library's pages and the engine (measured with the bundled
+kinds: 12.4 MiB, 7.1 of them file-backed; ``tests/cuzk/prover/test_prover_resident_bytes.py``
+checks it). A generator itself holds nothing between computations (``cuzk.witness.compiled``)."""
+
+WITNESS_CACHE = "witness"
+"""Under ``keys_dir``: the compiled witness generators (``cuzk.witness.compiled``)."""
+
 
 def cuda_device_count() -> int:
     """Usable CUDA devices (0 when CUDA or its Python bindings are missing)."""
@@ -201,14 +210,17 @@ class RealProver(InProcessDevices):
     def circuit(self, proof_kind: str) -> Any:
         """The circuit of a proof kind, loaded once and kept: its witness generator (inputs
         are checked with it at submit) and its r1cs's header. Its terms are read only while a
-        key is loaded and checked (``load_key``), never kept here."""
+        key is loaded and checked (``load_key``), never kept here. The generator is compiled
+        in a child process into ``keys_dir/witness`` and mapped only while it computes
+        (``cuzk.witness.compiled``): between computations it holds nothing but its figures."""
         with self._circuits_lock:
             if proof_kind not in self._circuits:
                 from cuzk.prover import Circuit
 
                 r1cs, wasm = self._circuit_paths(proof_kind)
-                self._circuits[proof_kind] = Circuit.load(r1cs, wasm, name=proof_kind,
-                                                          constraints=False)
+                self._circuits[proof_kind] = Circuit.load(
+                    r1cs, wasm, name=proof_kind, constraints=False,
+                    witness_cache=self.settings.keys_dir / WITNESS_CACHE)
             return self._circuits[proof_kind]
 
     def check_terms_bytes(self, proof_kind: str) -> int:
@@ -226,6 +238,11 @@ class RealProver(InProcessDevices):
             cached = (stamp, check_terms_bytes(count_terms(path)[2], n8))
             self._check_bytes[proof_kind] = cached
         return cached[1]
+
+    def runtime_host_bytes(self) -> int:
+        """The wasm runtime every witness generator runs in, once per process
+        (``WITNESS_RUNTIME_BYTES``)."""
+        return WITNESS_RUNTIME_BYTES
 
     def check_inputs(self, proof_kind: str, inputs: Sequence[Mapping[str, Any]]) -> None:
         """Run the witness generator on each distinct input: a WitnessError names the partition."""
@@ -391,7 +408,8 @@ class RealProver(InProcessDevices):
         from cuzk.prover import estimate_memory
 
         sizes = self.key_layout(proof_kind).sizes
-        est = estimate_memory(sizes, gpu_on_host=self.name == "cpu")
+        est = estimate_memory(sizes, gpu_on_host=self.name == "cpu",
+                              generator_bytes=self.circuit(proof_kind).generator_bytes)
         return PartitionMemory(int(est.reservation_bytes), int(est.abc_bytes), 0)
 
     def load_key(self, proof_kind: str) -> KeyHandle:
@@ -417,7 +435,8 @@ class RealProver(InProcessDevices):
             if isinstance(backend, DeviceMemory):
                 device_bytes = max(device_bytes, int(backend.key_device_bytes(key)))
                 working = max(working, int(backend.working_bytes(key)))
-        est = estimate_memory(key.sizes, gpu_on_host=self.name == "cpu")
+        est = estimate_memory(key.sizes, gpu_on_host=self.name == "cpu",
+                              generator_bytes=circuit.generator_bytes)
         sizes = key.sizes
         return KeyHandle(
             proof_kind=proof_kind,

@@ -165,7 +165,7 @@ class EngineCollector:
                 retries.add_metric(list(labels), n)
             mem = s.memory
             budget.add_metric([], mem.budget_bytes)
-            for consumer, n in sorted({"proving_key": 0, "partition": 0,
+            for consumer, n in sorted({"proving_key": 0, "partition": 0, "prover_runtime": 0,
                                        **mem.reserved_by_consumer}.items()):
                 reserved.add_metric([consumer], n)
             parse_budget.add_metric([], s.request_parse.budget_bytes)

@@ -18,8 +18,11 @@ names. We read it from ``circuit.inputs.json`` (written next to the wasm at buil
 ``main.<name>`` whose hash the wasm accepts as an input). Without either, a missing input is still
 detected (the count falls short) but cannot be named.
 
-Thread safety: the compiled module is shared; each call takes a private instance (store) from a
-pool, so concurrent calls never share wasm memory. An instance that saw an error is discarded.
+Thread safety: the compiled module is shared; each call makes a private instance (store, about
+1 ms), so concurrent calls never share wasm memory, and drops it after: an idle generator holds
+no instance. With ``cache_dir`` (the server) the module itself is compiled in a child process
+and mapped only while an instance uses it (``cuzk.witness.compiled``): between computations
+the generator holds nothing but its figures.
 """
 
 from __future__ import annotations
@@ -27,8 +30,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import threading
-from collections.abc import Iterator, Mapping
+import weakref
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +42,7 @@ from cuzk.curves import Curve, curve_for_scalar_prime, unknown_scalar_prime
 from cuzk.errors import FormatError, WitnessError
 from cuzk.formats.wtns import write_wtns
 from cuzk.logsafe import loggable
+from cuzk.witness import compiled as _compiled
 
 INPUTS_SUFFIX = ".inputs.json"
 _EXCEPTIONS = {
@@ -51,29 +55,7 @@ _EXCEPTIONS = {
 }
 _INT_RE = re.compile(r"^[+-]?[0-9]+$")
 _HEX_RE = re.compile(r"^0x[0-9a-fA-F]+$")
-_POOL_MAX = 8
 _PAGE = 65536
-
-# Copies the whole witness out in one call: calling getWitness once per value from Python costs
-# ~40 us each through the wasmtime binding (a second for a 25k-signal circuit). This helper runs
-# the same getWitness calls inside wasm and memory.copy's each value into a scratch area.
-_DUMP_WAT = """
-(module
-  (import "circom" "getWitness" (func $get (param i32)))
-  (import "circom" "memory" (memory 1))
-  (func (export "dump") (param $n i32) (param $src i32) (param $dst i32) (param $len i32)
-    (local $i i32)
-    (block $done
-      (loop $next
-        (br_if $done (i32.ge_u (local.get $i) (local.get $n)))
-        (call $get (local.get $i))
-        (memory.copy
-          (i32.add (local.get $dst) (i32.mul (local.get $i) (local.get $len)))
-          (local.get $src) (local.get $len))
-        (local.set $i (i32.add (local.get $i) (i32.const 1)))
-        (br $next))))
-)
-"""
 
 
 def fnv1a_64(name: str) -> int:
@@ -106,6 +88,21 @@ class _Trap(Exception):
     """Raised from a host import to abort the wasm call; the runner keeps the details."""
 
 
+def _weak(runner: _Runner, method: Callable[..., None]) -> Callable[..., None]:
+    """A host import calling ``method`` on ``runner`` without holding it. wasmtime keeps
+    every host function in a module-level table until its store is freed, so a bound method
+    there would hold its runner, and so its store, for ever: every instance ever made (its
+    linear memory, its module) would leak."""
+    ref = weakref.ref(runner)
+
+    def call(*args: Any) -> None:
+        me = ref()
+        if me is not None:  # always, while wasm runs: its caller holds the runner
+            method(me, *args)
+
+    return call
+
+
 class _Runner:
     """One wasm instance with its own store; used by one thread at a time."""
 
@@ -123,11 +120,17 @@ class _Runner:
         void = wasmtime.FuncType([], [])
         handlers = {
             "exceptionHandler": wasmtime.Func(
-                self.store, wasmtime.FuncType([wasmtime.ValType.i32()], []), self._exception
+                self.store,
+                wasmtime.FuncType([wasmtime.ValType.i32()], []),
+                _weak(self, _Runner._exception),
             ),
-            "printErrorMessage": wasmtime.Func(self.store, void, self._print_error),
-            "writeBufferMessage": wasmtime.Func(self.store, void, self._write_buffer),
-            "showSharedRWMemory": wasmtime.Func(self.store, void, self._show_shared),
+            "printErrorMessage": wasmtime.Func(self.store, void, _weak(self, _Runner._print_error)),
+            "writeBufferMessage": wasmtime.Func(
+                self.store, void, _weak(self, _Runner._write_buffer)
+            ),
+            "showSharedRWMemory": wasmtime.Func(
+                self.store, void, _weak(self, _Runner._show_shared)
+            ),
         }
         imports = []
         for imp in module.imports:
@@ -221,7 +224,12 @@ class _Runner:
 
 
 class WitnessCalculator:
-    """A compiled circom witness generator; ``calculate`` is safe to call from many threads."""
+    """A compiled circom witness generator; ``calculate`` is safe to call from many threads.
+
+    ``cache_dir``: compile in a child process into that cache and map the module only while
+    an instance uses it (what a long-lived server wants: ``cuzk.witness.compiled``); without
+    it the module is compiled here and held (a one-off command).
+    """
 
     def __init__(
         self,
@@ -229,22 +237,31 @@ class WitnessCalculator:
         input_signals: Mapping[str, int] | None = None,
         *,
         sym_path: str | os.PathLike[str] | None = None,
+        cache_dir: Path | None = None,
     ) -> None:
         self.path = str(wasm_path)
-        self._engine = wasmtime.Engine()
+        self._cache_dir = cache_dir
+        self._module: wasmtime.Module | None = None
+        self._dump: wasmtime.Module | None = None
+        self._files: tuple[Path, Path] | None = None
+        if cache_dir is not None:
+            self._files = (
+                _compiled.ensure_compiled(self.path, cache_dir),
+                _compiled.ensure_dump_helper(cache_dir),
+            )
+        else:
+            engine = _compiled.engine()
+            try:
+                self._module = wasmtime.Module.from_file(engine, self.path)
+            except FileNotFoundError:
+                raise FormatError(self.path, "file not found") from None
+            except wasmtime.WasmtimeError as e:
+                raise FormatError(
+                    self.path, f"not a valid wasm module: {str(e).splitlines()[0]}"
+                ) from None
+            self._dump = wasmtime.Module(engine, bytes(wasmtime.wat2wasm(_compiled.DUMP_WAT)))
         try:
-            self._module = wasmtime.Module.from_file(self._engine, self.path)
-        except FileNotFoundError:
-            raise FormatError(self.path, "file not found") from None
-        except wasmtime.WasmtimeError as e:
-            raise FormatError(
-                self.path, f"not a valid wasm module: {str(e).splitlines()[0]}"
-            ) from None
-        self._dump = wasmtime.Module(self._engine, bytes(wasmtime.wat2wasm(_DUMP_WAT)))
-        self._lock = threading.Lock()
-        self._pool: list[_Runner] = []
-        try:
-            probe = _Runner(self._engine, self._module, self._dump)
+            probe = self._runner()
         except FormatError as e:
             raise FormatError(self.path, f"not a circom witness generator: {e.problem}") from None
         except (KeyError, wasmtime.WasmtimeError) as e:
@@ -264,17 +281,35 @@ class WitnessCalculator:
         self.n_vars: int = probe.call("getWitnessSize")
         self.input_size: int = probe.call("getInputSize")
         self.input_signals = self._resolve_inputs(probe, input_signals, sym_path)
-        self._pool.append(probe)
+        scratch = -(-self.n_vars * 4 * self.n32 // _PAGE) * _PAGE
+        self.instance_bytes: int = probe.memory.data_len(probe.store) + scratch
+        """An instance's linear memory at its largest (circom's fixed memory and the pages the
+        witness is copied out through): what one computation adds while it runs."""
+        self.code_bytes: int = (
+            sum(f.stat().st_size for f in self._files) if self._files is not None else 0
+        )
+        """The compiled code mapped while an instance runs (0: compiled here, held)."""
+
+    @property
+    def working_bytes(self) -> int:
+        """What one witness computation holds while it runs, beyond its result."""
+        return self.instance_bytes + self.code_bytes
+
+    def _runner(self) -> _Runner:
+        """A fresh instance, its module mapped from the cache for as long as it lives."""
+        if self._files is None:
+            assert self._module is not None
+            return _Runner(_compiled.engine(), self._module, self._dump)
+        assert self._cache_dir is not None
+        module = _compiled.load(self._files[0], self.path, self._cache_dir)
+        dump = _compiled.load(self._files[1], None, self._cache_dir)
+        return _Runner(_compiled.engine(), module, dump)
 
     # -- input signal names -------------------------------------------------------------
 
     def signal_size(self, name: str) -> int:
         """Flattened size of an input signal, or -1 when the circuit has no such input."""
-        runner = self._acquire()
-        try:
-            return self._size(runner, name)
-        finally:
-            self._release(runner)
+        return self._size(self._runner(), name)
 
     @staticmethod
     def _size(runner: _Runner, name: str) -> int:
@@ -325,23 +360,6 @@ class WitnessCalculator:
             )
         return out
 
-    # -- pool -----------------------------------------------------------------------------
-
-    def _acquire(self) -> _Runner:
-        with self._lock:
-            if self._pool:
-                return self._pool.pop()
-        return _Runner(self._engine, self._module, self._dump)
-
-    def _release(self, runner: _Runner) -> None:
-        runner.errors.clear()
-        runner.log.clear()
-        runner.line.clear()
-        runner.exception_code = None
-        with self._lock:
-            if len(self._pool) < _POOL_MAX:
-                self._pool.append(runner)
-
     # -- calculation ----------------------------------------------------------------------
 
     def calculate(self, inputs: Mapping[str, Any]) -> np.ndarray:
@@ -350,17 +368,10 @@ class WitnessCalculator:
             raise WitnessError(
                 f"inputs must be a JSON object of signal names, got {type(inputs).__name__}"
             )
-        runner = self._acquire()
-        ok = False
-        try:
-            prepared = self._prepare(runner, inputs)
-            self._run(runner, prepared)
-            out = self._read_witness(runner)
-            ok = True
-            return out
-        finally:
-            if ok:
-                self._release(runner)
+        runner = self._runner()
+        prepared = self._prepare(runner, inputs)
+        self._run(runner, prepared)
+        return self._read_witness(runner)
 
     def calculate_wtns(self, inputs: Mapping[str, Any], path: str | os.PathLike[str]) -> np.ndarray:
         """Calculate and write a .wtns file identical to ``snarkjs wtns calculate``'s."""

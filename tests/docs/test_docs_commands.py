@@ -75,7 +75,7 @@ RUN_ELSEWHERE = {
 MAKE_SERVE = ("README.md", "make serve")
 USING = ("README.md", "cuzk submit winning-post --out proofs/")
 LOCAL = ("README.md", "cuzk prove window-post --out out/")
-MEMORY = ("README.md", "CUZK_ENGINE_MEMORY_BUDGET_BYTES=20000000 cuzk serve")
+MEMORY = ("README.md", "CUZK_ENGINE_MEMORY_BUDGET_BYTES=30000000 cuzk serve")
 OWN = ("README.md", "circom2 weighted_sum.circom --prime bls12381 --r1cs --wasm --sym")
 SEND = ("docs/operations.md", "python3 - <<'EOF'")
 RUN_HERE: dict[tuple[str, str], str] = {

@@ -20,7 +20,7 @@ from cuzk.circuits.registry import bundled_circuits
 from cuzk.engine.engine import Engine
 from cuzk.engine.settings import EngineSettings, default_proof_kinds
 from cuzk.prover.keystore import ensure_zkey
-from cuzk.prover.real_prover import RealProver
+from cuzk.prover.real_prover import WITNESS_CACHE, WITNESS_RUNTIME_BYTES, RealProver
 from tests.conftest import KEYS_DIR
 
 KIND = "porep-c2"
@@ -41,11 +41,13 @@ def _client(budget: int, keys_dir: Path) -> Iterator[TestClient]:
 
 
 def test_the_readme_budget_refuses_porep_c2_before_its_key_exists(tmp_path: Path):
-    with _client(20_000_000, tmp_path) as client:
+    with _client(30_000_000, tmp_path) as client:
         r = client.post("/v1/proofs", json=BODY)
     assert r.status_code == 507, r.text
     assert KIND in r.json()["error"]
-    assert list(tmp_path.iterdir()) == []  # refused without generating the key
+    # Refused without generating the key (its generator is compiled: its figures are the
+    # partition's).
+    assert [p.name for p in tmp_path.iterdir()] == [WITNESS_CACHE]
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +57,8 @@ def need() -> int:
     prover = RealProver(EngineSettings(backend="cpu", proof_kinds=default_proof_kinds(),
                                        keys_dir=KEYS_DIR))
     handle = prover.load_key(KIND)
-    return int(handle.host_bytes) + int(handle.estimate.partition_bytes)
+    return int(handle.host_bytes) + int(handle.estimate.partition_bytes) + int(
+        prover.runtime_host_bytes())  # held from the start, for the process's life
 
 
 def test_a_budget_one_byte_short_of_the_loaded_key_is_507_at_submit(need: int):
@@ -64,7 +67,9 @@ def test_a_budget_one_byte_short_of_the_loaded_key_is_507_at_submit(need: int):
     with _client(need - 1, KEYS_DIR) as client:
         r = client.post("/v1/proofs", json=BODY)
     assert r.status_code == 507, r.text
-    assert str(need) in r.json()["error"].replace(",", "")
+    error = r.json()["error"].replace(",", "")
+    runtime = WITNESS_RUNTIME_BYTES
+    assert str(need - runtime) in error and f"{runtime} of them held" in error, error
 
 
 def test_a_budget_of_exactly_the_need_is_accepted(need: int):

@@ -456,4 +456,6 @@ def test_a_server_of_your_kind_alone_makes_no_bundled_key_resident(tmp_path: Pat
         server.start()
         log = server.output
     assert "checking the proving key of tiny" in log, log
-    assert "winning-post" not in log and not (tmp_path / "keys").exists(), log
+    assert "winning-post" not in log, log
+    made = [p.name for p in (tmp_path / "keys").iterdir()] if (tmp_path / "keys").exists() else []
+    assert made in ([], ["witness"]), made  # no key; tiny's compiled witness generator at most

@@ -1,9 +1,9 @@
 """The memory budget against the real `cuzk serve` process (issue 9's first reproduction).
 
-With ``CUZK_ENGINE_MEMORY_BUDGET_BYTES=20000000`` a porep-c2 partition (proving key ~15 MB +
-working memory ~12 MB on the CPU backend, computed here as the server computes it) can never
-fit: it used to be accepted and wait for ever with two memory waiters. Now submit answers 507
-naming the figures, and a kind that fits still runs to a real proof.
+With 20 MB beside the prover's runtime (``WITNESS_RUNTIME_BYTES``) a porep-c2 partition
+(proving key ~18 MB + working memory ~13 MB on the CPU backend, computed here as the server
+computes it) can never fit: it used to be accepted and wait for ever with two memory waiters.
+Now submit answers 507 naming the figures, and a kind that fits still runs to a real proof.
 """
 
 from __future__ import annotations
@@ -17,12 +17,13 @@ import httpx
 import pytest
 
 from cuzk.circuits.registry import bundled_circuits
-from cuzk.prover import ProvingKey, estimate_memory
+from cuzk.engine.settings import EngineSettings, default_proof_kinds
 from cuzk.prover.keystore import ensure_zkey
+from cuzk.prover.real_prover import WITNESS_RUNTIME_BYTES, RealProver
 from cuzk.serve_process import ServeProcess, serve_env
 from tests.conftest import KEYS_DIR
 
-BUDGET = 20_000_000
+BUDGET = 20_000_000 + WITNESS_RUNTIME_BYTES  # 20 MB beside the prover's runtime
 
 
 @pytest.mark.slow
@@ -32,9 +33,9 @@ def test_serve_refuses_what_cannot_fit_with_507_and_proves_what_fits(tmp_path: P
         circuit = bundled_circuits()[kind]
         ensure_zkey(kind, Path(circuit.r1cs_path), KEYS_DIR)  # the suite's cached dev keys
         samples[kind] = json.loads(Path(circuit.sample_input_path).read_text())
-    porep_key = ProvingKey.load(ensure_zkey("porep-c2", Path(
-        bundled_circuits()["porep-c2"].r1cs_path), KEYS_DIR))
-    working = estimate_memory(porep_key.sizes, gpu_on_host=True).reservation_bytes
+    working = RealProver(EngineSettings(
+        backend="cpu", keys_dir=KEYS_DIR, proof_kinds=default_proof_kinds())).partition_memory_hint(
+        "porep-c2").partition_bytes  # with its witness generator's working memory
     served = ServeProcess(serve_env(
         tmp_path / "journal.sqlite3", KEYS_DIR, CUZK_ENGINE_MEMORY_BUDGET_BYTES=str(BUDGET)))
     try:

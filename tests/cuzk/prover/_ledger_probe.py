@@ -3,7 +3,8 @@ circuit's kind the way the server does and prove it once, and print, as JSON, wh
 charges for the kind beside what the process's RSS grew by.
 
 The synthetic circuit has no witness generator: the kind's circuit is what ``RealProver.circuit``
-keeps (the r1cs header) without one, and the proof starts from its ``witness.wtns``.
+keeps (the r1cs header) without one, and the proof starts from its ``witness.wtns``
+(``_generator_probe`` measures the bundled kinds with theirs).
 """
 
 from __future__ import annotations
@@ -51,7 +52,9 @@ class _NoWitnessGenerator:
     """Stands in for the wasm witness generator a synthetic circuit does not have (its sizes
     from the r1cs header; it computes nothing: the proof starts from the circuit's .wtns)."""
 
-    def __init__(self, wasm_path: object) -> None:
+    working_bytes = 0  # it computes nothing
+
+    def __init__(self, wasm_path: object, cache_dir: object = None) -> None:
         from cuzk.formats.r1cs import read_r1cs
 
         header = read_r1cs(Path(str(wasm_path)).with_name("circuit.r1cs"), load_constraints=False)

@@ -134,7 +134,7 @@ def test_gauges_follow_live_state():
         reserved = {
             s.labels["consumer"]: s.value for s in fams["cuzk_memory_reserved_bytes"].samples
         }
-        assert reserved == {"partition": 400, "proving_key": 1000}
+        assert reserved == {"partition": 400, "proving_key": 1000, "prover_runtime": 0}
         keys = {
             (s.labels["proof_kind"], s.labels["location"]): s.value
             for s in fams["cuzk_proving_key_resident_bytes"].samples
@@ -187,7 +187,7 @@ def test_request_parse_reserve_metrics_follow_its_ledger_apart_from_the_host_bud
         assert value == {"cuzk_memory_request_parse_budget_bytes": 5000,
                          "cuzk_memory_request_parse_reserved_bytes": 1200}
         assert {s.labels["consumer"] for s in fams["cuzk_memory_reserved_bytes"].samples} == {
-            "partition", "proving_key"}
+            "partition", "proving_key", "prover_runtime"}
         with pytest.raises(Unavailable):
             engine.reserve_request_memory(4000)  # busy beside the 1200 held: 503
         with pytest.raises(RequestTooLarge):
