@@ -73,7 +73,8 @@ def cuda_prover(monkeypatch):
     monkeypatch.setattr(real_prover, "cuda_device_count", lambda: 1)
     monkeypatch.setattr(cuda_backend, "CudaBackend", RecordingDevice)
     settings = EngineSettings(backend="cuda", proof_kinds=default_proof_kinds(),
-                              keys_dir=KEYS_DIR, gpu_workers_per_device=2)
+                              keys_dir=KEYS_DIR, gpu_workers_per_device=2,
+                              reserved_gpu_workers_per_device=1)
     prover = real_prover.RealProver(settings)
     return prover, RecordingDevice.instances[0]
 
@@ -81,8 +82,9 @@ def cuda_prover(monkeypatch):
 def test_each_worker_of_a_device_gets_its_own_lane_and_they_run_together(cuda_prover,
                                                                          monkeypatch):
     prover, device = cuda_prover
-    assert prover.devices == ["cuda:0"] and len(device.made_lanes) == 2
-    assert prover.lanes_per_device() == {"cuda:0": 2}
+    # two regular workers and the reserved one: a lane each, so none waits for a lane
+    assert prover.devices == ["cuda:0"] and len(device.made_lanes) == 3
+    assert prover.lanes_per_device() == {"cuda:0": 3}
     inside = threading.Barrier(2, timeout=BOUND_S)
     used: list = []
 
