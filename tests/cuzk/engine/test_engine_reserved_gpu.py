@@ -29,29 +29,33 @@ def _engine(prover: ScriptedProver | None = None, **kw: object):
 
 def test_a_winning_post_proves_on_the_reserved_worker_while_porep_holds_the_regular_one():
     engine, prover, _ = _engine()
-    held = prover.hold("gpu", "a0")  # a long porep-c2 GPU phase, held
+    gates = {t: prover.hold("gpu", t) for t in ("a0", "a1")}  # long porep-c2 GPU phases
     engine.start()
     try:
         porep = engine.submit("porep-c2", [{"tag": "a0"}, {"tag": "a1"}])
-        assert held.wait_entered(BOUND_S)
+        assert wait_until(lambda: any(g.entered.is_set() for g in gates.values()), BOUND_S)
+        held = next(i for i, t in enumerate(("a0", "a1")) if gates[t].entered.is_set())
+        other = porep.partitions[1 - held]
         regular = next(w for w in engine.workers if not w.reserved)
         assert regular.busy  # the only regular worker is inside a porep-c2 phase
+        # The other porep-c2 partition is ready for a GPU; the idle reserved worker is not its
+        # to take.
+        assert wait_until(lambda: other.phase == "queued_gpu", BOUND_S)
         wp = engine.submit("winning-post", [{"tag": "w"}])
         # Bounded: proven while the porep-c2 phase is still held (nothing else could free it).
         assert engine.wait(wp.id, BOUND_S).state == "succeeded"
-        assert not held._open.is_set()
         assert wp.partitions[0].worker_id == "cpu-r0"
-        # porep's second partition waits for the regular worker; the idle reserved one is not
-        # its to take.
-        assert porep.partitions[1].phase == "queued_gpu"
-        held.release()
+        assert other.phase == "queued_gpu" and not gates[("a0", "a1")[1 - held]].entered.is_set()
+        for g in gates.values():
+            g.release()
         assert engine.wait(porep.id, BOUND_S).state == "succeeded"
         assert {p.worker_id for p in porep.partitions} == {regular.id}
         status = engine.status()
         assert [(w["id"], w["partitions_proven"]) for w in status["workers"]] == [
             ("cpu-0", 2), ("cpu-r0", 1)]
     finally:
-        held.release()
+        for g in gates.values():
+            g.release()
         engine.shutdown(5)
 
 
@@ -119,6 +123,29 @@ def test_a_regular_worker_still_takes_critical_work_when_the_reserved_one_is_bus
         assert engine.wait(w1.id, BOUND_S).state == "succeeded"
     finally:
         first.release()
+        engine.shutdown(5)
+
+
+def test_an_idle_regular_worker_leaves_critical_work_to_the_idle_reserved_one():
+    """Both idle when a winning-post is ready: the reserved worker takes it, so a porep-c2
+    partition that comes next still finds the regular worker free."""
+    engine, prover, _ = _engine()
+    w_gate, a_gate = prover.hold("gpu", "w"), prover.hold("gpu", "a0")
+    engine.start()
+    try:
+        assert wait_until(lambda: engine.pipeline.gpu_queue._reserved_waiting)
+        wp = engine.submit("winning-post", [{"tag": "w"}])
+        assert w_gate.wait_entered(BOUND_S)
+        assert wp.partitions[0].worker_id == "cpu-r0"
+        porep = engine.submit("porep-c2", [{"tag": "a0"}, {"tag": "a1"}])
+        assert a_gate.wait_entered(BOUND_S)  # bounded: the regular worker was left free
+        w_gate.release()
+        a_gate.release()
+        for j in (wp, porep):
+            assert engine.wait(j.id, BOUND_S).state == "succeeded"
+    finally:
+        w_gate.release()
+        a_gate.release()
         engine.shutdown(5)
 
 
