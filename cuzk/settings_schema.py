@@ -147,6 +147,10 @@ def positive_int(value: object, ctx: ParseContext | None = None) -> int:
     return _int(value, minimum=1, what="a positive integer")
 
 
+def non_negative_int(value: object, ctx: ParseContext | None = None) -> int:
+    return _int(value, minimum=0, what="an integer >= 0")
+
+
 def int_or_auto(auto: Callable[[], int | None]) -> Parser:
     """A positive integer, or ``"auto"``, which becomes ``auto()`` (a count sized from the host,
     or None where it is sized later; None is taken back as "auto")."""

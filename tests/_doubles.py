@@ -42,6 +42,9 @@ def make_test_engine(
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     settings.setdefault("memory_budget_bytes", 1_000_000)
+    # The scenarios count their GPU workers; the reserved lane is tested where it is named
+    # (tests/cuzk/engine/test_engine_reserved_gpu.py).
+    settings.setdefault("reserved_gpu_workers_per_device", 0)
     es = EngineSettings(
         proof_kinds={n: k if isinstance(k, ProofKindSettings) else ProofKindSettings(n, *k)
                      for n, k in kinds.items()},

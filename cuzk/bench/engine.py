@@ -183,6 +183,8 @@ def run_once(
         queue_iv = list(engine.pipeline.gpu_queue.intervals or [])
         held = sum(b - a for a, b in queue_iv)
         for w in engine.workers:
+            if w.reserved:  # critical/high work only: idle by design while others queue
+                continue
             busy = overlap(queue_iv, w.intervals or [])
             result.busy_fraction[w.id] = busy / held if held else 1.0
         return result

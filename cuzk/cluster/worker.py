@@ -48,7 +48,9 @@ class ProverSpec:
             return scripted
         from cuzk.prover.real_prover import RealProver
 
-        return RealProver(self.settings or EngineSettings())
+        # An actor's phases are the head's ordered turns: no lane for a reserved worker.
+        return RealProver(dataclasses.replace(self.settings or EngineSettings(),
+                                              reserved_gpu_workers_per_device=0))
 
 
 @dataclass

@@ -568,8 +568,10 @@ class Engine:
         now = time.time()
         items = self._items(time.monotonic())
         items.extend(extra)
-        finish, backlog = predict(now, items, self.estimates, max(1, len(self.pipeline.workers)),
-                                  s.synthesis_threads)
+        ws = self.pipeline.workers
+        reserved = sum(w.reserved for w in ws)
+        finish, backlog = predict(now, items, self.estimates, max(1, len(ws) - reserved),
+                                  s.synthesis_threads, reserved)
         return finish, backlog
 
     def predicted_finish(self, job_id: str) -> float | None:

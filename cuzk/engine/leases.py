@@ -30,13 +30,16 @@ class Lease:
 
 
 class GpuWorker:
-    """A GPU worker: id ``gpu-0`` on device ``cuda:0`` (``cpu-0`` on the CPU backend)."""
+    """A GPU worker: id ``gpu-0`` on device ``cuda:0`` (``cpu-0`` on the CPU backend); a
+    reserved one (``gpu-r0``) takes only critical and high partitions."""
 
     def __init__(
-        self, worker_id: str, device: str, spans: SpanBook, record_intervals: bool = False
+        self, worker_id: str, device: str, spans: SpanBook, record_intervals: bool = False,
+        reserved: bool = False,
     ) -> None:
         self.id = worker_id
         self.device = device
+        self.reserved = reserved  # takes only critical and high work (cuzk.engine.scheduling)
         self._spans = spans
         self._lock = threading.Lock()
         self._leases: dict[int, Lease] = {}

@@ -152,13 +152,18 @@ class Pipeline:
         self.gpu_queue: WorkQueue[Partition] = WorkQueue("gpu", record_intervals=rec)
         self.fin_queue: WorkQueue[Partition] = WorkQueue("finalize")
         self.workers: list[GpuWorker] = []
-        n = 0
+        n = r = 0
         for device in prover.devices:
+            # Named for what it runs on: cpu-N on the CPU backend, gpu-N on a CUDA device; the
+            # reserved lanes (critical and high work only) cpu-rN / gpu-rN.
+            kind = "cpu" if device == "cpu" else "gpu"
             for _ in range(settings.gpu_workers_per_device):
-                # Named for what it runs on: cpu-N on the CPU backend, gpu-N on a CUDA device.
-                kind = "cpu" if device == "cpu" else "gpu"
                 self.workers.append(GpuWorker(f"{kind}-{n}", device, spans, rec))
                 n += 1
+            for _ in range(settings.reserved_gpu_workers_per_device):
+                self.workers.append(GpuWorker(f"{kind}-r{r}", device, spans, rec,
+                                              reserved=True))
+                r += 1
         self._threads: list[threading.Thread] = []
         self._stage: dict[int, _Stage] = {}
         self._stage_lock = threading.Lock()
@@ -421,7 +426,9 @@ class Pipeline:
             while not self.prover.device_ready(worker.device, 0.5):
                 if self.gpu_queue.closed:
                     return
-            p = self.gpu_queue.get()
+            # A reserved worker takes critical and high work only; a regular one leaves such
+            # work to a reserved worker waiting for it (cuzk.engine.queues).
+            p = self.gpu_queue.get(accept=takes_reserved if worker.reserved else None)
             if p is None:
                 return
             try:

@@ -15,8 +15,8 @@ calibration run on a busy machine, is then corrected from this machine's own pro
 
 ``predict`` plays the engine's queues forward from now: synthesis threads and GPU workers
 take the unfinished partitions in the scheduler's order (cuzk.engine.scheduling; a reserved
-synthesis thread only critical and high work), each for its estimated duration less the time
-it has already spent in its current phase. It ignores memory
+synthesis thread and a reserved GPU worker take only critical and high work), each for its
+estimated duration less the time it has already spent in its current phase. It ignores memory
 waits and treats a kind without figures as taking no time, so it is optimistic under memory
 pressure; the benchmark prints its error against the measured finish.
 """
@@ -165,9 +165,12 @@ def predict(
     estimates: PhaseEstimates,
     gpu_workers: int,
     synthesis_threads: int,
+    reserved_gpu_workers: int = 0,
 ) -> tuple[dict[str, float | None], dict[str, float]]:
     """(job -> predicted finish or None when a kind of it has no figures, priority -> GPU
-    seconds of backlog). ``now`` and the finish times are on one clock (the caller's)."""
+    seconds of backlog). ``now`` and the finish times are on one clock (the caller's).
+    ``gpu_workers`` take any class; ``reserved_gpu_workers`` more take critical and high work
+    only (played like the reserved synthesis thread)."""
     figs: dict[str, tuple[float, float, float] | None] = {}
 
     def durations(kind: str) -> tuple[float, float, float] | None:
@@ -181,6 +184,7 @@ def predict(
     unknown: set[str] = set()
     backlog: dict[str, float] = {}
     gpu_busy: list[float] = []  # when each worker holding a partition frees
+    urgent_gpu: list[float] = []  # critical/high proving: on the reserved worker(s) first
     synth_busy: list[float] = []  # threads of any class
     urgent_busy: list[float] = []  # critical/high: on the reserved thread(s) first
     to_synth: list[Item] = []
@@ -212,7 +216,7 @@ def predict(
             add(it.priority, g)
         elif it.phase == "proving":
             left = _left(g, it.elapsed)
-            gpu_busy.append(now + left)
+            (urgent_gpu if takes_reserved(it.key) else gpu_busy).append(now + left)
             done(it, now + left + f)
             add(it.priority, left)
         elif it.phase == "finalizing":
@@ -229,11 +233,17 @@ def predict(
         start = heapq.heappop(pool)
         heapq.heappush(pool, start + s)
         ready.append((it.key, start + s, it))
-    gpu = _slots(now, gpu_busy, gpu_workers)
+    n_rgpu = max(0, reserved_gpu_workers)
+    urgent_gpu.sort()
+    rgpu = _slots(now, urgent_gpu[:n_rgpu], n_rgpu) if n_rgpu else []
+    gpu = _slots(now, gpu_busy + urgent_gpu[n_rgpu:], gpu_workers)
     for _key, t, it in sorted(ready, key=lambda r: r[0]):
         _s, g, f = durations(it.kind) or (0.0, 0.0, 0.0)
-        start = max(heapq.heappop(gpu), t)
-        heapq.heappush(gpu, start + g)
+        pool = gpu
+        if rgpu and takes_reserved(it.key) and max(rgpu[0], t) <= max(gpu[0], t):
+            pool = rgpu  # the reserved worker can start it no later
+        start = max(heapq.heappop(pool), t)
+        heapq.heappush(pool, start + g)
         done(it, start + g + f)
     out: dict[str, float | None] = {
         job: (None if job in unknown else t) for job, t in finish.items()}

@@ -30,6 +30,7 @@ from cuzk.settings_schema import (
     devices,
     duration,
     int_or_auto,
+    non_negative_int,
     positive_byte_size,
     positive_int,
     setting,
@@ -126,6 +127,14 @@ class EngineSettings:
         "working memory.",
         positive_int,
     )
+    reserved_gpu_workers_per_device: int = setting(
+        1,
+        "GPU workers per device, besides gpu_workers_per_device, that take only critical and "
+        "high partitions (a winning-post never waits for a GPU phase a porep-c2 partition "
+        "holds: a phase is never interrupted). Each has a lane of its own and reserves its "
+        "own device working memory while it proves; idle otherwise. 0: none.",
+        non_negative_int,
+    )
     synthesis_threads: int = setting(
         "auto",
         'CPU threads for witness + a/b/c synthesis; "auto" = half the CPUs (at least 2).',
@@ -218,6 +227,8 @@ class EngineSettings:
         for name in ("gpu_workers_per_device", "synthesis_threads", "finalizer_threads"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
+        if self.reserved_gpu_workers_per_device < 0:
+            raise ValueError("reserved_gpu_workers_per_device must be >= 0")
         if self.scheduler not in ORDERS:
             raise ValueError(f"scheduler must be one of {ORDERS}, not {self.scheduler!r}")
         if self.msm_precompute not in MSM_PRECOMPUTE:

@@ -10,7 +10,8 @@ key_device_bytes, memory_info and lane(); keystore.ensure_zkey for kinds that na
 
 Workers on one CUDA device: the device's CudaBackend holds the resident keys; each GPU worker
 gets a lane of it (own streams, pinned staging, executor) from the device's pool of
-``gpu_workers_per_device`` lanes, so their GPU phases overlap on the device.
+``gpu_workers_per_device`` + ``reserved_gpu_workers_per_device`` lanes, so their GPU
+phases overlap on the device.
 
 Keys go host first, device second: ``load_key`` reads and checks the key and says how many
 device bytes it will take (``KeyHandle.device_bytes``, without uploading); the engine reserves
@@ -123,7 +124,8 @@ class RealProver(InProcessDevices):
                 device.warmup()  # compile every kernel now, not inside the first job's GPU phase
                 self._backends[f"cuda:{i}"] = device
                 self._lanes[f"cuda:{i}"] = LanePool(
-                    [device.lane() for _ in range(settings.gpu_workers_per_device)])
+                    [device.lane() for _ in range(settings.gpu_workers_per_device
+                                                  + settings.reserved_gpu_workers_per_device)])
             self.name = "cuda"
         else:
             self._backends["cpu"] = CpuBackend()

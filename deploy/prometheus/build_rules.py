@@ -58,6 +58,10 @@ MONITORING_JOBS = "prometheus|alertmanager|otel-collector"
 # with node, role (gpu, cpu) and worker; the head itself is role="head". Engine-wide rules
 # skip the actors' targets (no role label outside a cluster, so ENGINE matches every engine).
 ACTORS = 'role=~"gpu|cpu"'
+# The workers of any class. A reserved worker (cpu-rN, gpu-rN: engine.
+# reserved_gpu_workers_per_device) takes only critical and high work and idles by design
+# otherwise, so it is left out of capacity figures and of the idle alert.
+REGULAR = 'worker!~".+-r[0-9]+"'
 ENGINE = f'{J}, role!~"gpu|cpu"'
 CLUSTER_BY = "job, node, worker"
 LOST_WINDOW = "1h"
@@ -101,7 +105,7 @@ def memory_pressure_recording() -> list[Rule]:
     """What CuzkMemoryPressure reads: how many reservations wait for memory on average, and
     how busy the GPU workers are over the same 10 minutes."""
     wait = "cuzk_memory_acquire_wait_seconds_sum"
-    busy = f"cuzk_gpu_worker_busy_seconds_total{{{J}}}"
+    busy = f"cuzk_gpu_worker_busy_seconds_total{{{J}, {REGULAR}}}"
     return [
         rec("instance:cuzk_memory_waiting:avg_rate10m",
             f"sum by ({BY}) (rate({wait}{{{J}}}[10m]))",
@@ -113,7 +117,7 @@ def memory_pressure_recording() -> list[Rule]:
         rec("instance:cuzk_gpu_worker_busy:ratio_rate10m",
             f"avg by ({BY}) (rate({busy}[10m]))",
             "Per engine: mean busy fraction of its GPU workers over 10 minutes (the window of "
-            "the memory wait figure)."),
+            "the memory wait figure); reserved workers left out."),
     ]
 
 
@@ -135,12 +139,13 @@ def eviction_recording() -> list[Rule]:
 def host_bound_recording() -> list[Rule]:
     """What CuzkGpuStarvedByHost reads: per device, how much of the time its GPU workers hold
     leases and how much of the time the device itself runs kernels (NVML), over 10 minutes."""
-    busy = f"cuzk_gpu_worker_busy_seconds_total{{{J}}}"
+    busy = f"cuzk_gpu_worker_busy_seconds_total{{{J}, {REGULAR}}}"
     return [
         rec("instance_device:cuzk_gpu_worker_busy:ratio_rate10m",
             f"avg by ({BY}, device) (rate({busy}[10m]))",
             "Per device: mean share of the last 10 minutes its GPU workers held a GPU lease "
-            "(the lease covers uploads and host steps of the GPU phase, not only kernels)."),
+            "(the lease covers uploads and host steps of the GPU phase, not only kernels; "
+            "reserved workers left out)."),
         rec("instance_device:cuzk_device_utilization:ratio_avg10m",
             f"avg_over_time(cuzk_device_utilization_ratio{{{J}}}[10m])",
             "Per device: mean NVML utilisation over 10 minutes, the share of time a kernel ran "
@@ -158,7 +163,9 @@ def recording() -> dict[str, list[Rule]]:
             "busy-seconds counter, so a worker busy in bursts shorter than a scrape still counts "
             "(the sampled 0/1 gauge would read idle)."),
         rec("instance:cuzk_gpu_worker_busy:ratio_rate5m",
-            f"avg by ({BY}) (rate({busy}[5m]))", "Per engine: mean busy fraction of its workers."),
+            f"avg by ({BY}) (rate(cuzk_gpu_worker_busy_seconds_total{{{J}, {REGULAR}}}[5m]))",
+            "Per engine: mean busy fraction of its workers of any class (reserved ones, idle "
+            "by design, left out)."),
         rec("instance:cuzk_gpu_workers:count",
             f"count by ({BY}) (cuzk_gpu_worker_busy{{{J}}})", "GPU workers per engine."),
         rec("instance:cuzk_gpu_queue_nonempty:bool",
@@ -479,7 +486,8 @@ def alerts() -> dict[str, list[Rule]]:
     ]
     pipeline = [
         alert("CuzkGpuWorkerIdleWithQueuedWork",
-              'instance_worker:cuzk_gpu_worker_busy:ratio_rate5m{role!="head"} < 0.05\n'
+              f'instance_worker:cuzk_gpu_worker_busy:ratio_rate5m{{role!="head", {REGULAR}}}'
+              " < 0.05\n"
               "and on (job, instance)\ninstance:cuzk_gpu_queue_nonempty:ratio5m >= 0.5\n"
               f"unless on (job, instance, device)\n"
               f"max_over_time(cuzk_gpu_workers_paused{{{J}}}[5m]) > 0",
@@ -490,7 +498,8 @@ def alerts() -> dict[str, list[Rule]]:
               "business (its busy share is low because of the pause, and one missed scrape "
               "must not lift the suppression). A cluster head's GPU slots (role=\"head\") are "
               "dispatch threads, not GPUs: CuzkClusterGpuWorkerIdleWithQueuedWork watches the "
-              "GPU worker actors themselves.",
+              "GPU worker actors themselves. A reserved worker (cpu-rN, gpu-rN) idles by design "
+              "while only lower classes queue: left out.",
               for_="5m", severity="critical", dashboard=gpu,
               summary="GPU worker {{ $labels.worker }} on {{ $labels.instance }} is idle while "
               "partitions wait for a GPU",

@@ -202,6 +202,11 @@ def test_command_line_override_wins(bundled: list[SimpleNamespace]) -> None:
         ),
         ({"CUZK_ENGINE_GPU_WORKERS_PER_DEVICE": "0"}, "engine.gpu_workers_per_device"),
         ({"CUZK_ENGINE_SYNTHESIS_THREADS": "-1"}, "engine.synthesis_threads"),
+        (
+            {"CUZK_ENGINE_RESERVED_GPU_WORKERS_PER_DEVICE": "-1"},
+            "engine.reserved_gpu_workers_per_device (from "
+            "CUZK_ENGINE_RESERVED_GPU_WORKERS_PER_DEVICE): must be an integer >= 0, got '-1'",
+        ),
         ({"CUZK_ENGINE_FINALIZER_THREADS": "many"}, "engine.finalizer_threads"),
         ({"CUZK_ENGINE_BACKEND": "tpu"}, "engine.backend (from CUZK_ENGINE_BACKEND): must be"),
         ({"CUZK_ENGINE_MEMORY_BUDGET_BYTES": "lots"}, "engine.memory_budget_bytes"),
@@ -458,7 +463,8 @@ def test_engine_settings_carry_every_engine_key(
     """Nothing the config declares for the engine is dropped on the way to the engine."""
     p = write(
         tmp_path,
-        "[engine]\nbackend='cpu'\ngpu_workers_per_device=5\nsynthesis_threads=3\n"
+        "[engine]\nbackend='cpu'\ngpu_workers_per_device=5\nreserved_gpu_workers_per_device=0\n"
+        "synthesis_threads=3\n"
         "finalizer_threads=7\nmemory_budget_bytes='3GiB'\nmemory_safety_margin_bytes='1GiB'\n"
         "device_memory_budget_bytes='2GiB'\ndevice_memory_safety_margin_bytes=12345\n"
         "cuda_devices=[1]\nkeys_dir='k'\nself_verify=false\ndeadline_horizon='2d'\n"

@@ -44,6 +44,9 @@ def test_config_from_cuzk_config_variable(
     ("argv", "env", "expected"),
     [
         ([], {"CUZK_ENGINE_GPU_WORKERS_PER_DEVICE": "x"}, "engine.gpu_workers_per_device"),
+        ([], {"CUZK_ENGINE_RESERVED_GPU_WORKERS_PER_DEVICE": "-1"},
+         "engine.reserved_gpu_workers_per_device (from "
+         "CUZK_ENGINE_RESERVED_GPU_WORKERS_PER_DEVICE): must be an integer >= 0"),
         (["--listen", "localhost"], {}, "server.listen (from command line): must be HOST:PORT"),
         (["--config", "/no/such/cuzk.toml"], {}, "config file not found"),
     ],
@@ -83,6 +86,11 @@ def test_serve_starts_on_embedded_defaults_and_stops_cleanly(
         assert httpx.get(f"{url}/readyz").status_code == 200
         kinds = {c["proof_kind"] for c in httpx.get(f"{url}/v1/circuits").json()["circuits"]}
         assert kinds == {"winning-post", "window-post", "snap-update", "porep-c2"}
+        # On the defaults each device has two workers of any class and one reserved for
+        # critical and high work, a worker of its own in status.
+        ids = [w["id"] for w in httpx.get(f"{url}/v1/status").json()["workers"]]
+        kind = "cpu" if served.backend == "cpu" else "gpu"
+        assert ids[:3] == [f"{kind}-0", f"{kind}-1", f"{kind}-r0"]
         served.signal(stop)
         assert served.wait(20) == 0
         assert "shutting down the engine" in served.output, served.output

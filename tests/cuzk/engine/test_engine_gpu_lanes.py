@@ -73,7 +73,8 @@ def cuda_prover(monkeypatch):
     monkeypatch.setattr(real_prover, "cuda_device_count", lambda: 1)
     monkeypatch.setattr(cuda_backend, "CudaBackend", RecordingDevice)
     settings = EngineSettings(backend="cuda", proof_kinds=default_proof_kinds(),
-                              keys_dir=KEYS_DIR, gpu_workers_per_device=2)
+                              keys_dir=KEYS_DIR, gpu_workers_per_device=2,
+                              reserved_gpu_workers_per_device=1)
     prover = real_prover.RealProver(settings)
     return prover, RecordingDevice.instances[0]
 
@@ -81,14 +82,15 @@ def cuda_prover(monkeypatch):
 def test_each_worker_of_a_device_gets_its_own_lane_and_they_run_together(cuda_prover,
                                                                          monkeypatch):
     prover, device = cuda_prover
-    assert prover.devices == ["cuda:0"] and len(device.made_lanes) == 2
-    assert prover.lanes_per_device() == {"cuda:0": 2}
-    inside = threading.Barrier(2, timeout=BOUND_S)
+    # two regular workers and the reserved one: a lane each, so none waits for a lane
+    assert prover.devices == ["cuda:0"] and len(device.made_lanes) == 3
+    assert prover.lanes_per_device() == {"cuda:0": 3}
+    inside = threading.Barrier(3, timeout=BOUND_S)
     used: list = []
 
     def fake_gpu_phase(key, synthesis, lane):
         used.append(lane)
-        inside.wait()                 # both phases inside at once, or BrokenBarrierError
+        inside.wait()                 # all three phases inside at once, or BrokenBarrierError
         return lane.index
 
     import cuzk.prover
@@ -98,13 +100,13 @@ def test_each_worker_of_a_device_gets_its_own_lane_and_they_run_together(cuda_pr
     results: dict = {}
     threads = [threading.Thread(
         target=lambda i=i: results.__setitem__(i, prover.gpu_phase(handle, None, "cuda:0")))
-        for i in range(2)]
+        for i in range(3)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(BOUND_S)
-    assert sorted(results.values()) == [0, 1]
-    assert used[0] is not used[1]
+    assert sorted(results.values()) == [0, 1, 2]
+    assert len({id(lane) for lane in used}) == 3
 
 
 def test_device_bytes_come_from_the_zkey_before_loading_and_the_upload_after_reserving(
