@@ -138,9 +138,10 @@ def cluster_engine(
     executor = ClusterExecutor(spec, local, gpu_slots, prefix=prefix, actor_env=env)
     head = dataclasses.replace(
         settings, gpu_workers_per_device=PREFETCH_DEPTH,
-        # one thread per CPU worker placed now, or more when configured: nodes that join
-        # later add workers, and a thread waits for a free one (the executor's dispatch)
-        synthesis_threads=max(settings.synthesis_threads, executor.cpu_slots(), 1))
+        # one thread per CPU worker of the nodes joined now (answering or still starting),
+        # or more when configured: nodes that join later add workers, and a thread waits for
+        # a free one (the executor's dispatch)
+        synthesis_threads=max(settings.synthesis_threads, executor.cpu_capacity(), 1))
     try:
         return Engine(head, executor, tracer_provider=tracer_provider)
     except BaseException:
