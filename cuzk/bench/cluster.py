@@ -49,6 +49,7 @@ class ClusterOptions:
     bytes_kinds: tuple[str, ...] = ("winning-post",)
     bytes_partitions: int = 4
     keys_dir: Path | None = None
+    only_head_restart: bool = False  # the head-restart drill alone (``--only-head-restart``)
 
 
 def _one_partition_ms(engine: Any, jobs: int) -> float:
@@ -63,13 +64,8 @@ def _one_partition_ms(engine: Any, jobs: int) -> float:
 
 
 def measure(options: ClusterOptions) -> dict[str, Any]:
-    import ray
-
     from cuzk.bench.cluster_bytes import bytes_moved
-    from cuzk.bench.cluster_recovery import node_losses
     from cuzk.cluster.local import two_nodes
-    from cuzk.cluster.runtime import cluster_engine
-    from cuzk.cluster.worker import ProverSpec
     from cuzk.engine.engine import Engine
     from cuzk.engine.settings import EngineSettings, ProofKindSettings
     from cuzk.simulated_prover import ScriptedProver
@@ -83,56 +79,32 @@ def measure(options: ClusterOptions) -> dict[str, Any]:
     ray_ms: list[float] = []
     busy: list[float] = []
     load = os.getloadavg()
-    scripted: Any = ScriptedProver()
-    inproc = Engine(settings, scripted).start()
-    try:
-        _one_partition_ms(inproc, 3)  # warm
-        for _ in range(options.runs):
-            local_ms.append(_one_partition_ms(inproc, options.jobs))
-    finally:
-        inproc.shutdown(timeout=10)
+    full = not options.only_head_restart
+    if full:
+        scripted: Any = ScriptedProver()
+        inproc = Engine(settings, scripted).start()
+        try:
+            _one_partition_ms(inproc, 3)  # warm
+            for _ in range(options.runs):
+                local_ms.append(_one_partition_ms(inproc, options.jobs))
+        finally:
+            inproc.shutdown(timeout=10)
     restart: dict[str, Any] = {}
     losses: dict[str, Any] = {}
     moved: dict[str, Any] = {}
-    kinds = list(options.bytes_kinds)
+    kinds = list(options.bytes_kinds) if full else []
     with two_nodes() as cluster:
-        spec = ProverSpec("scripted")
-        engine = cluster_engine(settings, None, spec=spec, prefix="bench-")
-        executor: Any = engine.prover
-        engine.start()
-        try:
-            gpu = executor.gpu_actor("slot-0")
-            _one_partition_ms(engine, 3)  # warm: keys, actors, connections
-            for _ in range(options.runs):
-                ray_ms.append(_one_partition_ms(engine, options.jobs))
-            ray.get(gpu.script_delay.remote("gpu", options.gpu_ms / 1000.0))
-            cpus = [a.handle for a in executor.actors() if a.kind == "cpu"]
-            ray.get([c.script_delay.remote("synthesize", options.synth_ms / 1000.0)
-                     for c in cpus])
-            for _ in range(options.runs):
-                before = ray.get(gpu.snapshot.remote())["busy_seconds"]
-                t0 = time.perf_counter()
-                job = engine.submit("busy", [{"tag": f"b{i}"} for i in range(options.partitions)])
-                if engine.wait(job.id, 600).outcome != "succeeded":
-                    raise RuntimeError(f"busy job failed: {job.error}")
-                wall = time.perf_counter() - t0
-                after = ray.get(gpu.snapshot.remote())["busy_seconds"]
-                busy.append((after - before) / wall)
-            if options.node_losses > 0:
-                ray.get([c.script_delay.remote("synthesize", 0.0) for c in cpus])
-                losses = node_losses(engine, executor, cluster, options.node_losses, "loss", 10)
-        finally:
-            engine.shutdown(timeout=10)
-            for a in executor.actors():
-                ray.kill(a.handle, no_restart=True)
+        if full:
+            losses = _engine_figures(cluster, settings, options, ray_ms, busy)
         if kinds:
             moved = bytes_moved(kinds, options.runs, options.bytes_partitions, options.keys_dir)
         if options.restart_partitions > 0:
             restart = _head_restart(cluster, options)
-    overhead = [r - min(local_ms) for r in ray_ms]
+    overhead = [r - min(local_ms) for r in ray_ms] if local_ms else []
     return {
         "runs": options.runs,
         "load_average_at_start": [round(x, 2) for x in load],
+        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
         "in_process_ms_per_partition": local_ms,
         "cluster_ms_per_partition": ray_ms,
         "ray_overhead_ms_per_partition": overhead,
@@ -144,6 +116,51 @@ def measure(options: ClusterOptions) -> dict[str, Any]:
         **moved,
         **restart,
     }
+
+
+def _engine_figures(cluster: Any, settings: Any, options: ClusterOptions, ray_ms: list[float],
+                    busy: list[float]) -> dict[str, Any]:
+    """Ray's overhead per partition and the GPU worker's busy fraction (appended to ``ray_ms``
+    and ``busy``), then the node-loss drill, whose figures are returned."""
+    import ray
+
+    from cuzk.bench.cluster_recovery import node_losses
+    from cuzk.cluster.runtime import cluster_engine
+    from cuzk.cluster.worker import ProverSpec
+
+    losses: dict[str, Any] = {}
+    spec = ProverSpec("scripted")
+    engine = cluster_engine(settings, None, spec=spec, prefix="bench-")
+    executor: Any = engine.prover
+    if not executor.wait_for_cpu_workers(300):  # the figures below script them
+        raise RuntimeError("the CPU workers did not answer within 300 s")
+    engine.start()
+    try:
+        gpu = executor.gpu_actor("slot-0")
+        _one_partition_ms(engine, 3)  # warm: keys, actors, connections
+        for _ in range(options.runs):
+            ray_ms.append(_one_partition_ms(engine, options.jobs))
+        ray.get(gpu.script_delay.remote("gpu", options.gpu_ms / 1000.0))
+        cpus = [a.handle for a in executor.actors() if a.kind == "cpu"]
+        ray.get([c.script_delay.remote("synthesize", options.synth_ms / 1000.0)
+                 for c in cpus])
+        for _ in range(options.runs):
+            before = ray.get(gpu.snapshot.remote())["busy_seconds"]
+            t0 = time.perf_counter()
+            job = engine.submit("busy", [{"tag": f"b{i}"} for i in range(options.partitions)])
+            if engine.wait(job.id, 600).outcome != "succeeded":
+                raise RuntimeError(f"busy job failed: {job.error}")
+            wall = time.perf_counter() - t0
+            after = ray.get(gpu.snapshot.remote())["busy_seconds"]
+            busy.append((after - before) / wall)
+        if options.node_losses > 0:
+            ray.get([c.script_delay.remote("synthesize", 0.0) for c in cpus])
+            losses = node_losses(engine, executor, cluster, options.node_losses, "loss", 10)
+    finally:
+        engine.shutdown(timeout=10)
+        for a in executor.actors():
+            ray.kill(a.handle, no_restart=True)
+    return losses
 
 
 def _head_restart(cluster: Any, options: ClusterOptions) -> dict[str, Any]:

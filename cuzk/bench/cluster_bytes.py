@@ -33,6 +33,8 @@ def bytes_moved(kinds: list[str], runs: int, partitions: int,
                               tracing_enabled=False, proof_kinds=proof_kinds)
     engine = cluster_engine(settings, None, prefix="bench-bytes-")
     executor: Any = engine.prover
+    if not executor.wait_for_cpu_workers(300):  # both nodes synthesize, as measured
+        raise RuntimeError("the CPU workers did not answer within 300 s")
     head = ray.get_runtime_context().get_node_id()
     executor.transfers = log = TransferLog(head)
     gpu_node = next(a.node_id for a in executor.actors() if a.kind == "gpu")

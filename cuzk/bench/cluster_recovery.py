@@ -6,10 +6,11 @@ success, jobs lost and partitions proven more than once (both must stay 0).
 
 Head restart (``head_restart``): a real ``cuzk serve --cluster`` head killed with SIGKILL while
 a job is partly journaled, then started again on the same journal. Per run: seconds from the
-new start to ``/readyz`` 200 (the journal replayed, the detached GPU worker found by name, new
-CPU workers placed) and to the resumed job's success; and the key loads the restart cost the
-GPU worker (0 when its key stayed resident). The CPU prover plays the GPU, so the job time is
-this machine's, not a GPU's.
+new start to ``/readyz`` 200 (the journal replayed, the detached GPU worker found by name; the
+new CPU workers are placed and join as they answer, not waited for) and to the resumed job's
+success (which waits for a CPU worker); and the key loads the restart cost the GPU worker (0
+when its key stayed resident). The CPU prover plays the GPU, so the job time is this machine's,
+not a GPU's. ``cuzk bench cluster --only-head-restart`` runs this drill alone.
 """
 
 from __future__ import annotations
@@ -120,7 +121,6 @@ def head_restart(address: str, gpu_name: str, runs: int, partitions: int,
             server.start(timeout=300)
             server.ready(timeout=300)
             ready_s.append(time.monotonic() - t0)
-            stages.append(restart_stages(server.output, t0_wall))
             while True:
                 body = httpx.get(f"{server.url}/v1/proofs/{job_id}", params={"wait": 10},
                                  timeout=30).json()
@@ -129,6 +129,8 @@ def head_restart(address: str, gpu_name: str, runs: int, partitions: int,
             if body["state"] != "succeeded":
                 raise RuntimeError(f"resumed job ended {body['state']}: {body.get('error')}")
             done_s.append(time.monotonic() - t0)
+            # read once the job is done: its CPU workers answered (logged) before it could be
+            stages.append(restart_stages(server.output, t0_wall))
             loads.append(ray.get(gpu.snapshot.remote())["key_loads"] - before)
         finally:
             server.kill()
@@ -148,9 +150,12 @@ STAGES = (
     ("gpu_worker_found", "from an earlier head with keys"),
     ("nodes_joined", "cluster: "),  # "cluster: N node(s); file_sd targets in ..."
     ("listening", "cuzk listening on "),
+    ("first_cpu_worker", "answered ("),  # "cluster node N: CPU worker C answered (1 of 1)"
 )
-"""Where a restarted head's time goes: the first log line of each stage, in order (the last
-node's join is logged just before "cluster: N node(s)")."""
+"""Where a restarted head's time goes: the first log line of each stage (the last node's join
+is logged just before "cluster: N node(s)"). The head listens once a GPU worker answers; its
+new CPU workers answer when their processes have started, usually after it listens, and the
+resumed job's first synthesis waits for the first of them."""
 
 
 def restart_stages(output: str, t0_wall: float) -> dict[str, float]:
@@ -169,6 +174,8 @@ def restart_stages(output: str, t0_wall: float) -> dict[str, float]:
             if name in out or text not in line:
                 continue
             if name == "nodes_joined" and "node(s); file_sd" not in line:
+                continue
+            if name == "first_cpu_worker" and "CPU worker " not in line:
                 continue
             when = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
             out[name] = round(when - t0_wall, 2)

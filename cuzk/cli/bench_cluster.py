@@ -44,6 +44,9 @@ def register(sub: Any) -> None:
     p.add_argument("--bytes-partitions", type=int, default=4,
                    help="partitions of each bytes-moved job, one job per run and kind"
                    " (default: %(default)s)")
+    p.add_argument("--only-head-restart", action="store_true",
+                   help="run the head-restart drill alone (--runs kills and restarts, each"
+                   " with a job of --restart-partitions), none of the other figures")
     p.add_argument("--keys-dir", type=Path, help="proving-key cache (default: the user's)")
     p.add_argument("--json", type=Path, help="also write the figures as JSON here")
     p.set_defaults(func=run)
@@ -60,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
                 "--bytes-partitions", str(args.bytes_partitions)]
         if args.keys_dir:
             argv += ["--keys-dir", str(args.keys_dir.resolve())]
+        if args.only_head_restart:
+            argv.append("--only-head-restart")
         if args.json:
             argv += ["--json", str(args.json.resolve())]
         env = {**os.environ, NETNS_ENV: "1", "RAY_USAGE_STATS_ENABLED": "0"}
@@ -77,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
         synth_ms=args.synth_ms, node_losses=args.node_losses,
         restart_partitions=args.restart_partitions,
         bytes_kinds=tuple(k.strip() for k in args.bytes_kinds.split(",") if k.strip()),
-        bytes_partitions=args.bytes_partitions, keys_dir=args.keys_dir))
+        bytes_partitions=args.bytes_partitions, keys_dir=args.keys_dir,
+        only_head_restart=args.only_head_restart))
     show(figures)
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
@@ -96,11 +102,14 @@ def show(f: dict[str, Any]) -> None:
     t = Table(title=f"cuzk bench cluster: {f['runs']} runs; {f['label']}")
     t.add_column("figure")
     t.add_column("range over runs", justify="right")
-    t.add_row("one-partition job, in process (ms)", _range(f["in_process_ms_per_partition"], ".1f"))
-    t.add_row("one-partition job, over Ray (ms)", _range(f["cluster_ms_per_partition"], ".1f"))
-    t.add_row("Ray overhead per partition (ms)", _range(f["ray_overhead_ms_per_partition"], ".1f"))
-    t.add_row(f"GPU worker busy, {f['gpu_ms']:.0f} ms phases, depth 2",
-              _range(f["gpu_busy_fraction"], ".3f"))
+    if f["in_process_ms_per_partition"]:  # absent with --only-head-restart
+        t.add_row("one-partition job, in process (ms)",
+                  _range(f["in_process_ms_per_partition"], ".1f"))
+        t.add_row("one-partition job, over Ray (ms)", _range(f["cluster_ms_per_partition"], ".1f"))
+        t.add_row("Ray overhead per partition (ms)",
+                  _range(f["ray_overhead_ms_per_partition"], ".1f"))
+        t.add_row(f"GPU worker busy, {f['gpu_ms']:.0f} ms phases, depth 2",
+                  _range(f["gpu_busy_fraction"], ".3f"))
     for name, value in table_rows(f, _range):
         t.add_row(name, value)
     if f.get("node_loss_reps"):
@@ -120,7 +129,8 @@ def show(f: dict[str, Any]) -> None:
                   _range(f["head_restart_ready_s"], ".1f"))
         t.add_row("head kill -9: restart to the resumed job's success (s, CPU prover)",
                   _range(f["head_restart_job_done_s"], ".1f"))
-        for stage in ("connected", "gpu_worker_found", "nodes_joined", "listening"):
+        for stage in ("connected", "gpu_worker_found", "nodes_joined", "listening",
+                      "first_cpu_worker"):
             values = [st[stage] for st in f.get("head_restart_stages_s", []) if stage in st]
             if values:
                 t.add_row(f"  restart to {stage.replace('_', ' ')} (s)", _range(values, ".1f"))
@@ -129,7 +139,8 @@ def show(f: dict[str, Any]) -> None:
         t.add_row("head kill -9: GPU-worker key loads caused by the restart",
                   ", ".join(map(str, f["head_restart_key_loads"])))
     Console().print(t)
-    print(f"load average at start: {f['load_average_at_start']}")
+    print(f"load average at start: {f['load_average_at_start']}, at the end: "
+          f"{f['load_average_at_end']}")
 
 
 def table_rows(figures: dict[str, Any], fmt_range: Any) -> list[tuple[str, str]]:

@@ -140,6 +140,7 @@ class CpuWorkerActor(_WorkerActor):
     def __init__(self, worker_id: str, spec: ProverSpec,
                  env: Mapping[str, str] | None = None) -> None:
         os.environ.update(env or {})  # the head's OTEL_* variables, before anything reads them
+        spec.wait_cpu_start()  # scripted only: a test holds the start
         node_id, ip = _node()
         self.state = WorkerState(worker_id, "cpu", node_id, ip, spec)
 

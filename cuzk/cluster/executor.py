@@ -201,7 +201,10 @@ class ClusterExecutor:
         self._refused: dict[str, str] = {}
         self._epoch = uuid.uuid4().hex  # this head's dispatch numbering
         self._suspect: set[str] = set()  # GPU workers lost mid-call, not yet answering again
-        self._placing: dict[str, tuple[_Actor, Any]] = {}  # node -> CPU worker being placed
+        # node -> its CPU workers created and not yet answering (with their ``ready`` refs)
+        self._placing: dict[str, list[tuple[_Actor, Any]]] = {}
+        self._cpu_failures: dict[str, int] = {}  # node -> CPU workers failed in a row
+        self._cpu_retry_at: dict[str, float] = {}  # node -> no new CPU worker before (monotonic)
         # GPU workers found by name (from before a head restart) -> the keys they held then
         self._adopted: dict[str, tuple[str, ...]] = {}
         self._stopped = threading.Event()
@@ -223,15 +226,47 @@ class ClusterExecutor:
     # ---- membership --------------------------------------------------------------------------
 
     def _follow(self) -> None:
-        while not self._stopped.wait(self.poll_s):
+        while not self._tick():
             try:
                 self._sync_membership()
             except Exception:  # the cluster may be briefly unreachable; try again next tick
                 log.exception("reading cluster membership failed")
 
+    def _tick(self) -> bool:
+        """Wait ``poll_s``, or less when a CPU worker being placed answers (it is entered at
+        once, not at the next tick); True once closed."""
+        with self._lock:
+            refs = [ref for placing in self._placing.values() for _, ref in placing]
+        if refs:
+            with contextlib.suppress(Exception):
+                ray.wait(refs, num_returns=1, timeout=self.poll_s)
+            return self._stopped.is_set()
+        return self._stopped.wait(self.poll_s)
+
     def cpu_slots(self) -> int:
+        """CPU workers that answered and are entered (those still starting are not)."""
         with self._lock:
             return sum(1 for n in self._nodes.values() for a in n.actors if a.kind == "cpu")
+
+    def cpu_capacity(self) -> int:
+        """CPU workers the joined nodes are meant to have, answering or still starting: what
+        the head sizes its synthesis threads by (a restarted head listens before its new CPU
+        workers answer)."""
+        with self._lock:
+            return sum(n.cpus for n in self._nodes.values())
+
+    def wait_for_cpu_workers(self, timeout: float) -> bool:
+        """Block until every joined node has all its CPU workers answering (tests and the
+        bench, which read them at once; serving never waits); False on timeout."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while any(sum(1 for a in n.actors if a.kind == "cpu") < n.cpus
+                      for n in self._nodes.values()):
+                left = deadline - time.monotonic()
+                if left <= 0 or self._stopped.is_set():
+                    return False
+                self._lock.wait(min(left, 0.1))
+        return True
 
     def _sync_membership(self) -> None:
         alive = {n["NodeID"]: n for n in ray.nodes() if n.get("Alive")}
@@ -283,8 +318,15 @@ class ClusterExecutor:
         return nid, node, pending, found
 
     def _add_node(self, nid: str, node: _Node, pending: list[_Actor], found: set[str]) -> None:
-        """Wait until a joining node's actors answer, then enter the node (or refuse it)."""
-        for actor in pending:
+        """Wait until a joining node's GPU workers answer, then enter the node (or refuse it).
+
+        Its CPU workers are not waited for: each is entered when it answers (``_top_up``). A
+        new CPU worker process took 10-25 s to start on a loaded 2-core machine, and waiting
+        for them was most of a restarted head's time to ready, while only a GPU worker is what
+        readiness promises; a partition waits in ``_take_cpu`` until one answers."""
+        gpus = [a for a in pending if a.kind == "gpu"]
+        cpus = [a for a in pending if a.kind == "cpu"]
+        for actor in gpus:
             try:
                 info_ = ray.get(actor.handle.ready.remote(), timeout=120)
             except Exception as exc:
@@ -304,13 +346,14 @@ class ClusterExecutor:
                 log.info("found GPU worker %s from an earlier head with keys %s resident "
                          "(%d key loads in its life)", actor.id,
                          ", ".join(info_["keys"]) or "(none)", info_["key_loads"])
-        node.actors = pending
+        node.actors = gpus
         with self._lock:
             self._nodes[nid] = node
+            self._placing[nid] = [(a, a.handle.ready.remote()) for a in cpus]
             self.membership_changes.append((time.time(), "join", nid))
             self._lock.notify_all()
-        log.info("cluster node %s joined: %d GPU worker(s), %d CPU worker(s), ledger %d bytes",
-                 nid, node.gpus, node.cpus, node.ledger.total)
+        log.info("cluster node %s joined: %d GPU worker(s), %d CPU worker(s) starting, ledger "
+                 "%d bytes", nid, node.gpus, node.cpus, node.ledger.total)
 
     def _drop_node(self, nid: str) -> None:
         with self._lock:
@@ -321,9 +364,12 @@ class ClusterExecutor:
                 if actor is not None and actor.node_id == nid:
                     self._slots[slot] = None
             self.membership_changes.append((time.time(), "leave", nid))
+            starting = [a for a, _ in self._placing.pop(nid, [])]
+            self._cpu_failures.pop(nid, None)
+            self._cpu_retry_at.pop(nid, None)
             self._lock.notify_all()
-        for a in node.actors:  # detached GPU workers pinned to a dead node: free their names
-            with contextlib.suppress(Exception):
+        for a in [*node.actors, *starting]:  # detached GPU workers pinned to a dead node:
+            with contextlib.suppress(Exception):  # free their names
                 ray.kill(a.handle, no_restart=True)
         log.warning("cluster node %s left; its work runs again elsewhere", nid)
 
@@ -468,35 +514,60 @@ class ClusterExecutor:
             ray.kill(actor.handle, no_restart=True)
 
     def _top_up(self) -> None:
-        """Place a new CPU worker for each one a live node lost. Never waits: a worker being
-        placed is checked again at the next tick (a node that is dying but not yet reported
-        dead would otherwise hold the membership thread up)."""
+        """Enter each CPU worker being placed that answered, and place a new one for each a
+        live node lacks (at start, or lost). Never waits: a worker being placed is checked
+        again at the next tick (a node that is dying but not yet reported dead would otherwise
+        hold the membership thread up)."""
         cpu_cls = cpu_actor_class()
-        for nid, (actor, ref) in list(self._placing.items()):
-            done, _ = ray.wait([ref], timeout=0)
-            if not done:
+        with self._lock:
+            placing = [(nid, actor, ref) for nid, items in self._placing.items()
+                       for actor, ref in items]
+        refs = [ref for _, _, ref in placing]
+        done, _ = ray.wait(refs, num_returns=len(refs), timeout=0) if refs else ([], [])
+        answered = set(done)
+        for nid, actor, ref in placing:
+            if ref not in answered:
                 continue
-            del self._placing[nid]
             try:
                 info = ray.get(ref)
-            except Exception:
-                log.warning("could not place a CPU worker on node %s", nid)
-                continue
-            actor.metrics_url = info["metrics_url"]
+            except Exception as exc:
+                log.warning("could not place CPU worker %s on node %s: %s", actor.id, nid,
+                            _refusal(exc))
+                info = None
             with self._lock:
+                if nid in self._placing:
+                    self._placing[nid] = [it for it in self._placing[nid] if it[1] is not ref]
                 node = self._nodes.get(nid)
-                if node is not None:
-                    node.actors.append(actor)
-                    self._lock.notify_all()
+                if info is None:  # try again later, not at every tick (a constructor that
+                    failures = self._cpu_failures.get(nid, 0) + 1  # raises would spin)
+                    self._cpu_failures[nid] = failures
+                    self._cpu_retry_at[nid] = time.monotonic() + min(2.0 ** failures, 60.0)
+                    continue
+                if node is None:
+                    continue
+                self._cpu_failures.pop(nid, None)
+                actor.metrics_url = info["metrics_url"]
+                actor.metrics_target = actor.metrics_url.removeprefix(
+                    "http://").removesuffix("/metrics")
+                node.actors.append(actor)
+                have = sum(1 for a in node.actors if a.kind == "cpu")
+                self._lock.notify_all()
+            log.info("cluster node %s: CPU worker %s answered (%d of %d)", nid, actor.id,
+                     have, node.cpus)
+        now = time.monotonic()
         with self._lock:
-            short_of = [n for n in self._nodes.values() if n.id not in self._placing
-                        and sum(1 for a in n.actors if a.kind == "cpu") < n.cpus]
-        for node in short_of:
-            name = f"{self.prefix}cpu-{short(node.id)}-{uuid.uuid4().hex[:6]}"
-            handle = cpu_cls.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
-                node.id, soft=False)).remote(name, self.spec, self._actor_env)
-            self._placing[node.id] = (_Actor(name, "cpu", node.id, handle),
-                                      handle.ready.remote())
+            short_of = [(n.id, n.cpus - sum(1 for a in n.actors if a.kind == "cpu")
+                         - len(self._placing.get(n.id, ())))
+                        for n in self._nodes.values()
+                        if self._cpu_retry_at.get(n.id, 0.0) <= now]
+        for nid, missing in short_of:
+            for _ in range(missing):
+                name = f"{self.prefix}cpu-{short(nid)}-{uuid.uuid4().hex[:6]}"
+                handle = cpu_cls.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+                    nid, soft=False)).remote(name, self.spec, self._actor_env)
+                with self._lock:
+                    self._placing.setdefault(nid, []).append(
+                        (_Actor(name, "cpu", nid, handle), handle.ready.remote()))
 
     def _cpu_on(self, nid: str) -> _Actor | None:
         with self._lock:
@@ -738,7 +809,15 @@ class ClusterExecutor:
         return out
 
     def close(self) -> None:
+        """Stop following the cluster; CPU workers still starting are killed (the ones that
+        answered are the caller's to keep or kill, through ``actors``)."""
         self._stopped.set()
         with self._lock:
             self._lock.notify_all()
         self._thread.join(5)
+        with self._lock:
+            starting = [a for items in self._placing.values() for a, _ in items]
+            self._placing.clear()
+        for a in starting:
+            with contextlib.suppress(Exception):
+                ray.kill(a.handle, no_restart=True)

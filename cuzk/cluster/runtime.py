@@ -140,9 +140,10 @@ def cluster_engine(
         settings, gpu_workers_per_device=PREFETCH_DEPTH,
         # a head's GPU slots are an actor's ordered dispatch turns, not lanes: no reserved one
         reserved_gpu_workers_per_device=0,
-        # one thread per CPU worker placed now, or more when configured: nodes that join
-        # later add workers, and a thread waits for a free one (the executor's dispatch)
-        synthesis_threads=max(settings.synthesis_threads, executor.cpu_slots(), 1))
+        # one thread per CPU worker of the nodes joined now (answering or still starting),
+        # or more when configured: nodes that join later add workers, and a thread waits for
+        # a free one (the executor's dispatch)
+        synthesis_threads=max(settings.synthesis_threads, executor.cpu_capacity(), 1))
     try:
         return Engine(head, executor, tracer_provider=tracer_provider)
     except BaseException:

@@ -36,6 +36,21 @@ class ProverSpec:
     settings: EngineSettings | None = None
     scripted_delays: Mapping[str, float] = field(default_factory=dict)
     scripted_estimates: Mapping[str, PartitionMemory] = field(default_factory=dict)
+    # scripted only: a CPU worker's constructor returns once this file exists, so a test
+    # decides when the CPU workers answer (a CPU worker process that starts slowly)
+    scripted_cpu_start_gate: str | None = None
+
+    def wait_cpu_start(self, bound_s: float = 600.0) -> None:
+        """Hold a CPU worker's start until ``scripted_cpu_start_gate`` exists (at most
+        ``bound_s``); at once for the real prover or without a gate."""
+        gate = self.scripted_cpu_start_gate
+        if self.kind != "scripted" or gate is None:
+            return
+        from pathlib import Path
+
+        deadline = time.monotonic() + bound_s
+        while not Path(gate).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def build(self) -> ProverBackend:
         if self.kind == "scripted":

@@ -66,6 +66,7 @@ def real_head(in_namespace: bool, bundled) -> Iterator[Any]:
         engine = cluster_engine(settings, None, tracer_provider=provider, prefix="real-",
                                 otel_env=env)
         engine.prover.transfers = TransferLog(ray.get_runtime_context().get_node_id())
+        assert engine.prover.wait_for_cpu_workers(150)  # partitions on both nodes (bytes test)
         engine.start()
         head = RealHead(engine, sink, b, cluster)
         try:

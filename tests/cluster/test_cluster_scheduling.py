@@ -46,6 +46,7 @@ def head(in_namespace: bool) -> Iterator[Any]:
         provider = configure_tracing("cuzk", env, export_processor=SimpleSpanProcessor).provider
         engine = cluster_engine(settings, None, spec=spec, prefix="sched-",
                                 tracer_provider=provider, otel_env=env)
+        assert engine.prover.wait_for_cpu_workers(150)  # the tests read and script them
         engine.start()
         try:
             yield engine, engine.prover, cluster, sink

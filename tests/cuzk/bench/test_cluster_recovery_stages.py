@@ -16,6 +16,8 @@ LOG = """\
 2026-12-05 08:40:12,700 INFO cuzk.serve: cluster: 2 node(s); file_sd targets in /tmp/sd.json
 2026-12-05 08:40:13,900 INFO cuzk.serve: cluster: keys still resident: w
 2026-12-05 08:40:14,000 INFO cuzk.serve: cuzk listening on http://127.0.0.1:4000 (backend cluster)
+2026-12-05 08:40:14,500 INFO cuzk.cluster.executor: cluster node ab: CPU worker c answered (1 of 1)
+2026-12-05 08:40:14,600 INFO cuzk.cluster.executor: cluster node cd: CPU worker d answered (1 of 1)
 2026-12-05 08:40:15,000 INFO cuzk.serve: cuzk listening on http://127.0.0.1:4001 (backend cluster)
 """
 
@@ -24,7 +26,7 @@ def test_each_stage_is_its_first_line_from_the_start():
     t0 = datetime(2026, 12, 5, 8, 40, 1).timestamp()
     assert restart_stages(LOG, t0) == {"connecting": 1.0, "connected": 1.25,
                                        "gpu_worker_found": 11.0, "nodes_joined": 11.7,
-                                       "listening": 13.0}
+                                       "listening": 13.0, "first_cpu_worker": 13.5}
 
 
 def test_a_stage_not_logged_is_absent():
