@@ -93,7 +93,10 @@ def test_a_reject_kind_the_prior_says_cannot_finish_is_refused_not_admitted_then
     engine, prover, _ = make_test_engine(KINDS, _prover(), gpu_workers_per_device=1)
     engine.start()
     try:
-        gate = prover.hold("gpu", "a0")
+        # the first porep-c2 partition to reach the one GPU worker is held there: holding one
+        # named partition would let another reach the GPU first, finish at once and make
+        # porep-c2 "measured" as instant, so the prior would no longer speak
+        gate = prover.hold("gpu", lambda inputs: inputs.get("tag", "")[:1] in ("a", "b"))
         porep = [engine.submit("porep-c2", [{"tag": f"{c}0"}, {"tag": f"{c}1"}])
                  for c in "ab"]
         assert gate.wait_entered()
