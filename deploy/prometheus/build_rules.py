@@ -523,13 +523,14 @@ def alerts() -> dict[str, list[Rule]]:
               "{{ $value | humanizeDuration }}, more than "
               f"{STUCK_FACTOR}x that kind's normal GPU phase. Its partition makes no progress."),
         alert("CuzkJobsStuck",
-              "instance:cuzk_partitions_in_flight:sum > 0\n"
+              "min_over_time(instance:cuzk_partitions_in_flight:sum[15m]) > 0\n"
               "unless on (job, instance)\n"
               "instance:cuzk_partition_phases_closed:increase15m > 0\n"
               "unless on (job, instance)\n"
               "max_over_time(instance:cuzk_gpu_workers_paused:sum[15m]) > 0\n"
               f"and on ({BY})\n{old}",
-              "Work in flight but no partition phase ended anywhere in 15 minutes. Only for an "
+              "Work in flight for all of the last 15 minutes but no partition phase ended in "
+              "them (work that just arrived on an idle engine is not stuck). Only for an "
               "engine seen 15 minutes ago: a cold start's first job loads its keys first. A "
               "counter never created yet counts as no progress (unless removes nothing).",
               for_="5m", severity="critical", dashboard=pipe,
