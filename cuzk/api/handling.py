@@ -142,6 +142,18 @@ def kind_known(kind: str, circuits: list[CircuitInfo]) -> CircuitInfo:
 # --------------------------------------------------------------------------- request parsing
 
 
+def _check_declared_length(request: Request, limit: int, limit_text: str) -> None:
+    """Refuse a body by its declared Content-Length before a byte is read: 400 when the header
+    is not a number, 413 when it passes ``limit`` (``limit_text`` names the limit)."""
+    declared = request.headers.get("content-length")
+    if declared is None:
+        return
+    if not declared.strip().isdigit():
+        raise ApiError(400, f"invalid Content-Length header: {declared!r}")
+    if int(declared) > limit:
+        raise ApiError(413, f"request body of {int(declared)} bytes is larger than {limit_text}")
+
+
 async def read_body(request: Request, limit: int, what: str = "server.max_body_bytes") -> bytes:
     """Read a body, refusing it with 413 as soon as it passes ``limit`` bytes (``what`` names
     the limit).
@@ -149,16 +161,7 @@ async def read_body(request: Request, limit: int, what: str = "server.max_body_b
     The limit is enforced on the declared Content-Length before reading and again on the bytes
     actually received (chunked bodies have no length), so an oversize body is never buffered.
     """
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        if not declared.strip().isdigit():
-            raise ApiError(400, f"invalid Content-Length header: {declared!r}")
-        if int(declared) > limit:
-            raise ApiError(
-                413,
-                f"request body of {int(declared)} bytes is larger than the limit of {limit}"
-                f" bytes ({what})",
-            )
+    _check_declared_length(request, limit, f"the limit of {limit} bytes ({what})")
     chunks: list[bytes] = []
     size = 0
     try:
@@ -183,13 +186,7 @@ async def read_body_to_file(request: Request, path: Path, limit: int, what: str)
     413 as soon as it passes ``limit`` bytes (``what`` says where the limit comes from), on
     its declared Content-Length before a byte is read and again on the bytes received.
     Returns its size. A file that cannot be written is a 503 naming the directory."""
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        if not declared.strip().isdigit():
-            raise ApiError(400, f"invalid Content-Length header: {declared!r}")
-        if int(declared) > limit:
-            raise ApiError(
-                413, f"request body of {int(declared)} bytes is larger than {what}")
+    _check_declared_length(request, limit, what)
     size = 0
     pending: list[bytes] = []
     pending_bytes = 0
