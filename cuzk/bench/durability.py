@@ -223,14 +223,16 @@ def _throughput_run(options: DurabilityOptions, journal: Path | None, tag: str
             warm = _backlog(3, options.window_partitions, options.seed, f"{tag}-warm")
             for kind in KINDS:  # one job of each kind
                 body = next(b for b in warm if b["proof_kind"] == kind)
-                job = client.post("/v1/proofs", json=body).json()
+                job = submit_until_accepted(lambda: url, body, time.monotonic() + 600)
                 _wait_done(url, job["id"], time.monotonic() + 600)
         backlog = _backlog(options.cost_jobs, options.window_partitions, options.seed, tag)
         before = _journal_writes(url)
         t0 = time.perf_counter()
         with ThreadPoolExecutor(8) as pool:
+            # a 503 (the parse reserve busy with the other submits) is retried, any other
+            # refusal named: never a KeyError on an error body
             ids = list(pool.map(
-                lambda b: httpx.post(f"{url}/v1/proofs", json=b, timeout=300).json()["id"],
+                lambda b: submit_until_accepted(lambda: url, b, time.monotonic() + 600)["id"],
                 backlog))
             states = list(pool.map(
                 lambda i: _wait_done(url, i, time.monotonic() + 1800)["state"], ids))

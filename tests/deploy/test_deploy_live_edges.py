@@ -53,8 +53,8 @@ from tests.deploy.test_deploy_e2e import (
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 KINDS = ("winning-post", "window-post")
-STARVED_BUDGET = "31MiB"  # with the prover's runtime (14 MiB), window-post key + one
-# partition: 30.2 MiB; both kinds: 37.9 MiB
+STARVED_BUDGET = "37MiB"  # with the prover's runtime (20 MiB), window-post key + one
+# partition: 36.2 MiB; both kinds: 43.9 MiB
 PRESSURE = "CuzkMemoryPressure"
 HOST_BOUND = "CuzkGpuStarvedByHost"
 FIRE_BOUND_S = 240  # 20 s window + 20 s for:, with room for a loaded 2-core machine

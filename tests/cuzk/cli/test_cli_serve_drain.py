@@ -29,11 +29,13 @@ ON_WORKER = ("proving", "finalizing")
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
-    # One thread per stage keeps most of the backlog queued while one partition is proving.
+    # One thread per stage keeps most of the backlog queued while one partition is proving
+    # (window-post is high: no GPU worker reserved for critical and high work either).
     return serve_env(
         tmp_path / "journal.sqlite3", KEYS_DIR,
         CUZK_SERVER_DRAIN_TIMEOUT_S=str(DRAIN_TIMEOUT_S), CUZK_ENGINE_SYNTHESIS_THREADS="1",
         CUZK_ENGINE_FINALIZER_THREADS="1", CUZK_ENGINE_GPU_WORKERS_PER_DEVICE="1",
+        CUZK_ENGINE_RESERVED_GPU_WORKERS_PER_DEVICE="0",
     )  # fmt: skip
 
 

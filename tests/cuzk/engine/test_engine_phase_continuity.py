@@ -83,20 +83,22 @@ def test_a_partition_never_reads_as_an_earlier_phase_nor_queued_between_phases(
     assert not scopes.gaps, scopes.gaps[:5]
     assert len(scopes.seen) == 16
     for phases in scopes.seen.values():
-        # never back to an earlier phase, except a memory waiter giving its synthesis thread
-        # to higher-class work (_requeue: waiting_memory -> queued_synthesis), which starts over
+        # never back to an earlier phase, except a partition whose admission gave its
+        # synthesis thread to higher-class work (_requeue), which starts over, counted
         for attempt in _attempts(phases):
             active = [ORDER[ph] for ph in attempt if ph in ORDER]
             assert active == sorted(active), str(phases)
         assert phases[0] == "queued_synthesis" and phases[-1] == "done", phases
         assert {"synthesizing", "queued_gpu", "proving", "finalizing"} <= set(phases), phases
+    requeued = sum(len(_attempts(phases)) - 1 for phases in scopes.seen.values())
+    assert requeued == sum(engine.counters.get("synthesis_preempted").values())
 
 
 def _attempts(phases: list[str]) -> list[list[str]]:
-    """``phases`` cut where a memory waiter was queued again (waiting_memory, then
-    queued_synthesis): each piece is one attempt at the partition."""
+    """``phases`` cut where the partition was queued again (queued_synthesis after it had
+    left it): each piece is one attempt at the partition."""
     cuts = [i for i in range(1, len(phases))
-            if phases[i] == "queued_synthesis" and phases[i - 1] == "waiting_memory"]
+            if phases[i] == "queued_synthesis" and phases[i - 1] != "queued_synthesis"]
     bounds = [0, *cuts, len(phases)]
     return [phases[a:b] for a, b in itertools.pairwise(bounds)]
 
