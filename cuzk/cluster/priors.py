@@ -91,7 +91,7 @@ class RemotePriors:
                 return None
             source = self._pick()
             if source is None:
-                self._log_once(kind, "no GPU worker answers yet")
+                self._log_once(kind, "no GPU worker answers yet", logging.INFO)  # at start
                 return None
             ask = _Ask(source, source.ask(kind), now + self.timeout_s)
             with self._lock:
@@ -118,10 +118,10 @@ class RemotePriors:
             self._asks.pop(kind, None)
         return answer
 
-    def _log_once(self, kind: str, why: str) -> None:
+    def _log_once(self, kind: str, why: str, level: int = logging.WARNING) -> None:
         with self._lock:
             first = kind not in self._logged
             self._logged.add(kind)
         if first:
-            log.warning("no prior phase durations for %s yet: %s; its jobs are predicted once "
+            log.log(level, "no prior phase durations for %s yet: %s; its jobs are predicted once "
                         "a GPU worker answers or its phases are measured", kind, why)

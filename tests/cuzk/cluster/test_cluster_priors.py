@@ -99,7 +99,7 @@ def test_a_lost_worker_is_not_asked_again_before_the_retry_time_then_a_live_one_
 def test_without_a_gpu_worker_there_is_no_prior_yet_logged_once(caplog):
     workers: list[StubWorker | None] = [None]
     priors = _priors(workers)
-    with caplog.at_level(logging.WARNING, logger="cuzk.cluster.priors"):
+    with caplog.at_level(logging.INFO, logger="cuzk.cluster.priors"):
         assert priors.get("porep-c2") is None
         assert priors.get("porep-c2") is None
     assert len(caplog.records) == 1
