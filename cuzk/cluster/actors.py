@@ -8,6 +8,7 @@ from the actor itself (1 s timeout), never from its own bookkeeping.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -77,6 +78,20 @@ class GpuWorkerActor(_WorkerActor):
                     "play the GPU")
         self.state = WorkerState(worker_id, "gpu", node_id, ip, spec)
         self.order = DispatchOrder()
+        # The head asks for priors at its start or a kind's first submit: calibrate now, off
+        # the dispatch path, so that answer takes milliseconds (worker.WorkerState.warm_priors).
+        # Not after Ray restarted this worker: the head asked already (once per kind), and a
+        # calibration then would share the CPU with the GPU phases sent to it at once.
+        if not ray.get_runtime_context().was_current_actor_reconstructed:
+            kinds = tuple(settings.proof_kinds) if settings is not None else ()
+            threading.Thread(target=self.state.warm_priors, args=(kinds,), daemon=True,
+                             name="cuzk-prior-calibration").start()
+
+    @ray.method(concurrency_group="control")
+    def phase_prior(self, proof_kind: str) -> Any:
+        """The kind's :class:`PhasePrior` at this machine's rates (None: cannot tell); waits
+        for the calibration ``warm_priors`` started, if it is still running."""
+        return self.state.prover.phase_prior(proof_kind)
 
     @ray.method(concurrency_group="control")
     def key_info(self, proof_kind: str) -> dict[str, Any]:

@@ -44,6 +44,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from cuzk.cluster import NAMESPACE, PREFETCH_DEPTH
 from cuzk.cluster.actors import cpu_actor_class, gpu_actor_class
+from cuzk.cluster.priors import PriorSource, RemotePriors
 from cuzk.cluster.transfers import TransferLog
 from cuzk.cluster.worker import ProverSpec
 from cuzk.engine.backend import (
@@ -163,6 +164,12 @@ def _carrier() -> dict[str, str]:
     return {"traceparent": ctx.traceparent} if ctx and ctx.traceparent else {}
 
 
+def _resolve_prior(ref: Any, timeout: float) -> PhasePrior | None:
+    """A GPU worker's answer to ``phase_prior`` (Ray's GetTimeoutError is a TimeoutError)."""
+    answer: PhasePrior | None = ray.get(ref, timeout=timeout)
+    return answer
+
+
 def _unwrap(exc: BaseException) -> BaseException:
     """A step's own exception (a WitnessError, a ProofError) as the in-process engine sees it."""
     if isinstance(exc, RayTaskError) and isinstance(exc.cause, BaseException):
@@ -214,6 +221,7 @@ class ClusterExecutor:
         self.on_dispatch: Callable[[str, str, int], None] | None = None
         # Bench hook: each partition's objects, to read where Ray holds copies (None: off)
         self.transfers: TransferLog | None = None
+        self.priors = RemotePriors(self._prior_source, _resolve_prior)  # asked of GPU workers
         total_gpus = int(ray.cluster_resources().get("GPU", 0))
         n = gpu_slots if gpu_slots is not None else max(1, total_gpus)
         self.devices = [f"slot-{i}" for i in range(n)]
@@ -597,7 +605,19 @@ class ClusterExecutor:
         return None  # known once a GPU worker reports the key (load_key)
 
     def phase_prior(self, proof_kind: str) -> PhasePrior | None:
-        return None  # the head's own rates say nothing of the nodes' GPUs and CPUs
+        """A GPU worker's prior for the kind (its machine's rates; the head's own say nothing
+        of the nodes), asked once per kind and never waited on for long
+        (``cuzk.cluster.priors``); None until one answers."""
+        return self.priors.get(proof_kind)
+
+    def _prior_source(self) -> PriorSource | None:
+        """A GPU worker bound to a slot and not lost mid-call, to ask for a prior."""
+        with self._lock:
+            actor = next((a for a in self._slots.values()
+                          if a is not None and a.id not in self._suspect), None)
+        if actor is None:
+            return None
+        return PriorSource(actor.id, actor.node_id, actor.handle.phase_prior.remote)
 
     def upload_key(self, handle: KeyHandle) -> None:
         pass  # the GPU worker actors load and keep their own keys

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -25,6 +26,7 @@ from cuzk.cluster.actor_tracing import ActorTracer
 from cuzk.engine.backend import KeyHandle, PartitionMemory, ProverBackend
 from cuzk.engine.settings import EngineSettings
 
+log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ProverSpec:
@@ -219,6 +221,7 @@ class WorkerState:
         self.leases = LeaseBook()
         self.keys: dict[str, KeyHandle] = {}
         self.key_loads = 0
+        self.prior_warm_s: float | None = None  # set once warm_priors ends
         self.tracer = ActorTracer(worker_id, role, node_id)  # OTEL_* from the head
         self._keys_lock = threading.Lock()
         self.registry = CollectorRegistry(auto_describe=True)
@@ -247,6 +250,20 @@ class WorkerState:
                 self.key_loads += 1
             return handle
 
+    def warm_priors(self, kinds: Iterable[str]) -> None:
+        """Work out each kind's prior once at the actor's start (RealProver calibrates its
+        kernel rates, about a second), so the head's ask is answered at once. It shares the
+        CPU with a GPU phase only when the head sends one before it ends (an actor Ray
+        restarted); ``prior_warm_s`` is what it took."""
+        t0 = time.monotonic()
+        for kind in kinds:
+            try:
+                self.prover.phase_prior(kind)
+            except Exception as e:  # a key not there yet: the head's ask says so itself
+                log.warning("%s: no prior for %s: %s", self.worker_id, kind, e)
+        self.prior_warm_s = time.monotonic() - t0
+        log.info("%s: priors worked out in %.2f s", self.worker_id, self.prior_warm_s)
+
     def evict(self, proof_kind: str) -> bool:
         with self._keys_lock:
             handle = self.keys.pop(proof_kind, None)
@@ -269,6 +286,7 @@ class WorkerState:
             "metrics_url": self.metrics_url,
             "keys": sorted(self.keys),
             "key_loads": self.key_loads,
+            "prior_warm_s": self.prior_warm_s,
         }
 
 

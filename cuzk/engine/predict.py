@@ -276,38 +276,53 @@ def seed_from(estimates: PhaseEstimates, table: Mapping[str, Mapping[str, float]
 
 
 class Priors:
-    """Asks the prover once per kind for its prior (``ProverBackend.phase_prior``) and seeds
-    the estimates with it, below the journal's and the configured figures: the first job of a
-    kind never measured is admitted (or refused) on a prediction, not blind. Thread-safe; a
-    second caller for the same kind waits for the first's answer."""
+    """Asks the prover for each kind's prior (``ProverBackend.phase_prior``) and seeds the
+    estimates with it, below the journal's and the configured figures: the first job of a
+    kind never measured is admitted (or refused) on a prediction, not blind. A prior or a
+    failure is final; None ("cannot tell now": a cluster head whose GPU workers have not
+    answered yet) is asked again at the kind's next ``ensure`` (the prover keeps its own
+    answers, so asking again is cheap). Thread-safe; a second caller for the same kind waits
+    for the first's answer, callers for other kinds do not."""
 
     def __init__(self, estimates: PhaseEstimates,
                  ask: Callable[[str], PhasePrior | None]) -> None:
         self._estimates = estimates
         self._ask = ask
         self._lock = threading.Lock()
+        self._kind_locks: dict[str, threading.Lock] = {}
         self._done: dict[str, str | None] = {}  # kind -> basis (None: the prover had none)
 
     def ensure(self, kind: str) -> None:
         with self._lock:
             if kind in self._done:
                 return
-            basis: str | None = None
-            if self._estimates.known(kind):  # the journal's or configured figures cover it
-                self._done[kind] = None
+            kind_lock = self._kind_locks.setdefault(kind, threading.Lock())
+        with kind_lock:
+            self._ensure(kind)
+
+    def _ensure(self, kind: str) -> None:
+        with self._lock:
+            if kind in self._done:
                 return
-            try:
-                prior = self._ask(kind)
-            except Exception as e:  # a missing file says so at load; no prior meanwhile
-                log.warning("no prior phase durations for %s: %s", kind, e)
-                prior = None
-            if prior is not None:
-                basis = prior.basis
-                for phase, seconds in prior.seconds.items():
-                    self._estimates.seed(kind, phase, seconds, PRIOR)
-                log.info("%s: prior phase seconds %s (%s)", kind,
-                         {ph: round(v, 4) for ph, v in prior.seconds.items()}, basis)
-            self._done[kind] = basis
+        if self._estimates.known(kind):  # the journal's or configured figures cover it
+            with self._lock:
+                self._done[kind] = None
+            return
+        try:
+            prior = self._ask(kind)
+        except Exception as e:  # a missing file says so at load; no prior meanwhile
+            log.warning("no prior phase durations for %s: %s", kind, e)
+            with self._lock:
+                self._done[kind] = None
+            return
+        if prior is None:
+            return  # asked again next time
+        for phase, seconds in prior.seconds.items():
+            self._estimates.seed(kind, phase, seconds, PRIOR)
+        log.info("%s: prior phase seconds %s (%s)", kind,
+                 {ph: round(v, 4) for ph, v in prior.seconds.items()}, prior.basis)
+        with self._lock:
+            self._done[kind] = prior.basis
 
     def basis(self, kind: str) -> str | None:
         """How the kind's prior was worked out (None: it has none)."""

@@ -20,6 +20,8 @@ from tests.cluster._otlp import ExportedSpan, span_sink
 
 KIND = "winning-post"
 PARTITIONS = 3
+COLD = "window-post"
+"""Never proven here: the same circuit under a ``reject`` kind, predicted by its prior alone."""
 
 
 class RealHead:
@@ -50,15 +52,20 @@ def real_head(in_namespace: bool, bundled) -> Iterator[Any]:
     import ray
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
+    from cuzk.circuits.registry import bundled_circuits
     from cuzk.cluster.runtime import cluster_engine
     from cuzk.cluster.transfers import TransferLog
     from cuzk.engine.settings import EngineSettings, ProofKindSettings
     from cuzk.telemetry.tracing import configure_tracing
 
     b = bundled(KIND)
+    c = bundled_circuits()[KIND]
     settings = EngineSettings(
         backend="cpu", memory_budget_bytes=1 << 30,
-        proof_kinds={KIND: ProofKindSettings(KIND, PARTITIONS, "critical", zkey=b.zkey_path)})
+        proof_kinds={KIND: ProofKindSettings(KIND, PARTITIONS, "critical", zkey=b.zkey_path),
+                     COLD: ProofKindSettings(COLD, 1, "critical", r1cs=Path(c.r1cs_path),
+                                             wasm=Path(c.wasm_path), zkey=b.zkey_path,
+                                             deadline_admission="reject")})
     # the head and every actor export to one OTLP receiver, as they would to a collector
     with span_sink() as sink, two_nodes() as cluster:
         env = sink.env()
@@ -189,6 +196,47 @@ def test_bad_inputs_fail_the_job_with_the_witness_error_not_a_retry(real_head):
     with pytest.raises(CuzkError):  # refused at submit by the head's own input check
         engine.submit(KIND, [bad] * PARTITIONS)
     assert sum(engine.snapshot().partition_retries.values()) == before
+
+
+def test_a_kind_never_proven_is_predicted_by_a_gpu_workers_prior_and_refused_by_it(
+        real_head):
+    """Issue 27 on a cluster head: a kind with no history has phase figures marked ``prior``,
+    from the GPU worker's own calibrated rates (its basis names the worker and its node), and
+    a ``reject`` job whose deadline that prior says cannot be met is refused at admission
+    (503), not admitted and missed. One remote ask per kind, however many jobs."""
+    import ray
+
+    from cuzk.cluster.executor import short
+    from cuzk.errors import DeadlineInfeasible
+    from tests._doubles import wait_until
+    from tests.cluster._cluster import gpu_node
+
+    engine, b = real_head.engine, real_head.setup
+    # the head asked at its start (the worker calibrated at its own): bound, not a sleep
+    assert wait_until(lambda: COLD in engine.status()["phase_estimates"], 30, 0.05)
+    figures = engine.status()["phase_estimates"][COLD]
+    assert {ph: f["source"] for ph, f in figures.items()} == {
+        "synthesizing": "prior", "proving": "prior", "finalizing": "prior"}, figures
+    total = sum(f["seconds"] for f in figures.values())
+    assert 0 < total < 60, figures
+    basis = engine.priors.basis(COLD)
+    node = short(gpu_node(real_head.cluster).node_id)
+    assert basis is not None and "calibrated" in basis, basis
+    assert f"from GPU worker real-gpu-{node}-0 on node {node}" in basis, basis
+    calls = engine.prover.priors.calls
+    rejected = engine.counters.get("jobs_rejected").get((COLD, "deadline"), 0)
+    jobs = len(engine.jobs())
+    for _ in range(2):  # half what the prior says the idle cluster needs
+        with pytest.raises(DeadlineInfeasible, match="prior"):
+            engine.submit(COLD, [b.inputs], deadline=time.time() + total / 2)
+    assert engine.counters.get("jobs_rejected")[(COLD, "deadline")] == rejected + 2
+    assert len(engine.jobs()) == jobs  # nothing admitted
+    assert engine.prover.priors.calls == calls <= len(engine.settings.proof_kinds)
+    gpu = next(a for a in engine.prover.actors() if a.kind == "gpu")
+    warm = ray.get(gpu.handle.snapshot.remote())["prior_warm_s"]
+    assert warm is not None  # calibrated at its start, before the first ask
+    print(f"{COLD} prior {total:.3f} s ({basis}); GPU worker calibrated in {warm:.2f} s at "
+          "its start")
 
 
 RESTART_PARTITIONS = 4

@@ -92,27 +92,28 @@ def test_a_reject_kind_the_prior_says_cannot_finish_is_refused_not_admitted_then
     one GPU worker, whose prior says the GPU is busy for 5 s more, is refused (503)."""
     engine, prover, _ = make_test_engine(KINDS, _prover(), gpu_workers_per_device=1)
     engine.start()
+    gates = [prover.hold("gpu", tag) for tag in ("a0", "a1", "b0", "b1")]
     try:
-        # the first porep-c2 partition to reach the one GPU worker is held there: holding one
-        # named partition would let another reach the GPU first, finish at once and make
-        # porep-c2 "measured" as instant, so the prior would no longer speak
-        gate = prover.hold("gpu", lambda inputs: inputs.get("tag", "")[:1] in ("a", "b"))
+        # Every porep-c2 GPU phase is held (whichever reaches the GPU first): none is measured
+        # before the winning-post is submitted (a fast one would replace the 5 s prior).
         porep = [engine.submit("porep-c2", [{"tag": f"{c}0"}, {"tag": f"{c}1"}])
                  for c in "ab"]
-        assert gate.wait_entered()
+        assert wait_until(lambda: any(g.entered.is_set() for g in gates))
         with pytest.raises(DeadlineInfeasible, match="prior"):
             engine.submit("winning-post", [{"tag": "w"}], deadline=time.time() + 3)
         assert engine.counters.get("jobs_rejected")[("winning-post", "deadline")] == 1
         assert [j.proof_kind for j in engine.jobs()] == ["porep-c2", "porep-c2"]
         # What the prior says can finish is admitted, and makes it.
         ok = engine.submit("winning-post", [{"tag": "w2"}], deadline=time.time() + 30)
-        gate.release()
+        for g in gates:
+            g.release()
         assert engine.wait(ok.id, 20).state == "succeeded"
         for j in porep:
             assert engine.wait(j.id, 20).state == "succeeded"
         assert engine.counters.get("deadlines_missed")["winning-post"] == 0
     finally:
-        gate.release()
+        for g in gates:
+            g.release()
         engine.shutdown(5)
 
 
@@ -127,5 +128,30 @@ def test_a_prior_the_prover_cannot_give_leaves_the_kind_unpredicted_not_broken()
         job = engine.submit("winning-post", [{"tag": "w"}])
         assert engine.wait(job.id, 10).state == "succeeded"
         assert wait_until(lambda: engine.estimates.known("winning-post"))
+    finally:
+        engine.shutdown(5)
+
+
+def test_a_prior_the_prover_cannot_tell_yet_is_asked_for_again_at_the_next_submit():
+    """None is "not now" (a cluster head before a GPU worker answers), never kept for good."""
+
+    class Later(ScriptedProver):
+        answers = False
+
+        def phase_prior(self, proof_kind: str):
+            return super().phase_prior(proof_kind) if self.answers else None
+
+    prover = Later({"porep-c2": ScriptedKind(prior=POREP_PRIOR),
+                    "winning-post": ScriptedKind(prior=WP_PRIOR)})
+    engine, _, _ = make_test_engine(KINDS, prover, gpu_workers_per_device=1)
+    engine.start()
+    try:
+        engine.pause_workers()
+        engine.submit("winning-post", [{"tag": "w1"}])
+        assert "winning-post" not in engine.status()["phase_estimates"]
+        prover.answers = True
+        engine.submit("winning-post", [{"tag": "w2"}])
+        figures = engine.status()["phase_estimates"]["winning-post"]
+        assert {f["source"] for f in figures.values()} == {"prior"}
     finally:
         engine.shutdown(5)
