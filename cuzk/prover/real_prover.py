@@ -390,19 +390,23 @@ class RealProver(InProcessDevices):
 
     def phase_prior(self, proof_kind: str) -> PhasePrior | None:
         """The kind's phases from its key's layout (no key built or generated) at the rates a
-        one-off calibration measured on this machine (``cuzk.prover.priors``); None on a CUDA
-        device, whose kernels the calibration does not time."""
-        if self.name != "cpu":
-            return None
+        one-off calibration measured on this machine (``cuzk.prover.priors``). On a CUDA
+        device, whose kernels the calibration does not time, the device phase is priced at
+        the host's CPU rates: an upper bound (the device is the faster), so the first job of a
+        kind is predicted, never admitted blind (it may be refused for a deadline only the
+        device's speed would meet); its first measurement replaces it."""
         from cuzk.prover.priors import phase_seconds
 
         sizes = self.key_layout(proof_kind).sizes
         rates = self._calibration.rates()
+        on_device = self.name != "cpu"
+        device = (": the device phase at those CPU rates, an upper bound until measured on "
+                  f"{self.name}" if on_device else "")
         return PhasePrior(
             phase_seconds(sizes, rates),
             f"domain 2^{sizes.log_domain}, {sizes.n_coefficients} coefficients at the CPU "
             f"kernel rates calibrated at start ({rates.threads} threads, witness generation "
-            "not included)")
+            f"not included){device}")
 
     def partition_memory_hint(self, proof_kind: str) -> PartitionMemory | None:
         """What a partition will reserve, from the key's layout (no key built or generated):

@@ -66,3 +66,17 @@ def test_larger_keys_take_longer_and_each_kernel_counts():
     assert math.isclose(base["proving"] - no_g2["proving"], msm_cost(sizes.b_points, 2) * 5e-7)
     # The window model prices a large MSM below as many small ones.
     assert msm_cost(1 << 20, 2) < 1024 * msm_cost(1 << 10, 2)
+
+
+def test_a_cuda_host_gets_a_prior_at_its_cpu_rates_marked_an_upper_bound(tmp_path: Path):
+    """No device calibration yet: the first job of a kind on a CUDA host is still predicted
+    (issue 27: never admitted blind), its device phase priced at the host's CPU rates, which
+    the device only beats, and the basis says so."""
+    prover = _prover(tmp_path)
+    cpu = prover.phase_prior("winning-post")
+    prover.name = "cuda"  # what RealProver is on a CUDA host; the prior reads no device
+    cuda = prover.phase_prior("winning-post")
+    assert cpu is not None and cuda is not None
+    assert cuda.seconds == cpu.seconds
+    assert "upper bound until measured on cuda" in cuda.basis
+    assert "upper bound" not in cpu.basis
