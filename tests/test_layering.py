@@ -91,3 +91,17 @@ def test_the_bench_commands_live_in_the_cli_and_call_the_benches():
 
 def test_the_print_scan_finds_a_print():
     assert _prints("def f():\n    print('x')\nprint\n") == [2]
+
+
+def test_every_python_child_starts_through_python_module_command():
+    """A child interpreter started by cuzk runs with ``-P`` (cuzk.tools.python_module_command):
+    started in a directory that holds a checkout, a bare ``python -m`` imports that ``cuzk/``
+    instead of the installed package (the witness compiler did, in the durability bench)."""
+    offenders = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for path in sorted((ROOT / "cuzk").rglob("*.py")) if path.name != "tools.py"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute) and node.attr == "executable"
+        and isinstance(node.value, ast.Name) and node.value.id == "sys"
+    ]
+    assert not offenders, offenders

@@ -26,6 +26,7 @@ from pathlib import Path
 import wasmtime
 
 from cuzk.errors import FormatError
+from cuzk.tools import python_module_command
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +139,8 @@ def _ensure(wasm: bytes, source: Path, cache_dir: Path) -> Path:
 def _compile_in_child(wasm: bytes, source: Path, out: Path) -> None:
     try:
         child = subprocess.run(
-            [sys.executable, "-m", "cuzk.witness.compiled", str(out)],
+            # -P: a cuzk/ in the working directory (a checkout) must not shadow the package
+            python_module_command("cuzk.witness.compiled", str(out)),
             input=wasm,
             capture_output=True,
             timeout=COMPILE_TIMEOUT_S,
