@@ -47,6 +47,7 @@ from typing import Any
 
 from cuzk.engine.witnesses import WitnessRef, witness_digest
 from cuzk.errors import Unavailable
+from cuzk.files import fsync_directory
 from cuzk.protocol import TERMINAL_STATES
 
 log = logging.getLogger(__name__)
@@ -381,11 +382,7 @@ class Journal:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.marker_path)
-        fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_directory(self.marker_path.parent)
 
     def _check(self, db: sqlite3.Connection) -> int | None:
         """Refuse a file that is damaged, not ours, or from a newer cuzk; its schema version

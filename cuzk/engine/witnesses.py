@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-import os
 import shutil
 import tempfile
 import uuid
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cuzk.errors import FormatError, InputError, WitnessError
+from cuzk.files import replace_durably
 
 if TYPE_CHECKING:
     import numpy as np
@@ -210,13 +210,7 @@ class WitnessStore:
         """Make a checked body the job's, durably (file fsynced, renamed, directory fsynced):
         called before the job is journaled, so a journaled job's witness is on disk."""
         target = self.path_of(job_id)
-        fd = os.open(staged, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(staged, target)
-        _fsync_dir(self.directory)
+        replace_durably(staged, target)
         return [WitnessRef(target, r.offset, r.size, r.sha256) for r in refs]
 
     def remove(self, job_id: str) -> None:
@@ -241,11 +235,3 @@ class WitnessStore:
     def close(self) -> None:
         if self._temporary:
             shutil.rmtree(self.directory, ignore_errors=True)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
