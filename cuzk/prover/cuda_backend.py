@@ -17,8 +17,10 @@ serialised, by the device lock, which a GPU phase holds just long enough to look
   stream already transforms the previous one (events between the streams); per array: inverse
   NTT (DIF) ->
   odd-coset shift with 1/n -> NTT (DIT), then from_mont(a*b - c), which stays on the device as
-  the H MSM's scalars. The witness is uploaded once for the A, B1, C and B2 MSMs; each MSM
-  gathers the scalars of the points kept at upload. Only the five sums come back. ``h_evaluations``
+  the H MSM's scalars. The witness is uploaded once (first) for the A, B1, C and B2 MSMs; each
+  MSM gathers the scalars of the points kept at upload. Everything is queued before the host
+  waits, once, for the five MSMs' window sums (one copy back); each step's device time comes
+  from CUDA events. Only the five sums come back. ``h_evaluations``
   and ``msm_g1`` remain for callers that want one step.
 * Kernels: the NTT in numba.cuda, the MSMs (G1 and G2) in CUDA C++ (``kernels/gpu/cuda``);
   ahead-of-time modules when ``CUZK_GPU_KERNELS`` names a bundle. Memory, streams and pinned
@@ -456,26 +458,29 @@ class CudaLane:
         return time.perf_counter() - t0
 
     # -- the GPU phase -------------------------------------------------------------------------
-    def _h_device(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> Any:
-        """(n, 8) rows of H (normal form) left on the device; a, b, c each uploaded once. Each
-        array's transforms are queued on the compute stream before the next array is staged,
-        so the host's staging and the copies overlap the previous array's NTTs."""
+    def _h_queue(self, a: np.ndarray, b: np.ndarray, c: np.ndarray,
+                 inputs_at: Callable[[], None] | None = None) -> tuple[Any, list[Any]]:
+        """Queue H on the compute stream: (n, 8) rows of H (normal form) left on the device, and
+        the uploaded a, b, c, which the caller keeps until the compute stream has read them
+        (they are the copy stream's blocks). Each array's transforms are queued before the next
+        is staged, so the host's staging and the copies overlap the previous array's NTTs.
+        ``inputs_at`` is called once the compute stream has been told to wait for a."""
         n = a.shape[0]
         ntt = self._ntt
         done: list[Any] = []
-        uploaded: list[Any] = []  # kept alive until the compute stream is done with them
+        uploaded: list[Any] = []
         for host in (a, b, c):
             dev, ev = self._upload_rows(host)
             uploaded.append(dev)
             self._compute.wait_event(ev)
+            if inputs_at is not None and len(uploaded) == 1:
+                inputs_at()
             x = ntt.to_limb_major(dev)
             ntt.odd_coset(x)
             done.append(x)
         out = self._cp.empty((n, 8), dtype=np.uint32)
         ntt.ex.grid(ntt.k.abc, n, done[0], done[1], done[2], out)
-        self._compute.synchronize()
-        del uploaded, done
-        return out
+        return out, uploaded
 
     def h_evaluations(
         self, key: ProvingKey, a: np.ndarray, b: np.ndarray, c: np.ndarray
@@ -486,24 +491,42 @@ class CudaLane:
             return self._h_host(a, b, c)
 
     def _h_host(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-        out = self._h_device(a, b, c)
+        out, uploaded = self._h_queue(a, b, c)
         host = out.get(stream=self._compute)
         self._compute.synchronize()
+        del uploaded
         return np.asarray(host)
 
-    def _msm_resident(self, resident: _ResidentKey, section: str, scalars: Any) -> Any:
-        """MSM of a resident section with device scalars indexed like the full section."""
-        from kernels.gpu.cxx_msm import G1, G2
+    def _queue_msm(self, resident: _ResidentKey, section: str, scalars: Any) -> Any:
+        """Queue the MSM of a resident section with device scalars indexed like the full
+        section (points at infinity were compacted out: their scalars are never gathered)."""
+        from kernels.gpu.cxx_msm import G1, G2, QueuedMsm
 
         curve = G2 if section in G2_SECTIONS else G1
         points = resident.sections[section]
         if int(points.shape[0]) == 0:
-            return curve.identity()
+            return QueuedMsm(curve, None, 1)
         idx = resident.present[section]
         sc = scalars if idx is None else scalars[idx]
-        result = self._msm.msm(curve, points, sc)
+        return self._msm.queue(curve, points, sc)
+
+    def _results(self, queued: list[Any], clock: _StepClock | None = None) -> list[Any]:
+        """The queued MSMs' sums: their window sums copied back at once (the phase's one wait
+        for the device), then combined on the host."""
+        flat = self._msm.gather(queued)
+        host = None
+        if flat is not None:
+            if clock is not None:
+                clock.start("copy back", self._compute)
+            host = flat.get(stream=self._compute)
+            if clock is not None:
+                clock.end("copy back")
         self._compute.synchronize()
-        return result
+        t0 = time.perf_counter()
+        out: list[Any] = self._msm.combine(queued, host)
+        if clock is not None:
+            clock.host("combine", time.perf_counter() - t0)
+        return out
 
     def msm_g1(self, key: ProvingKey, section: str, scalars: np.ndarray) -> G1Point:
         """sum scalars[i] * section[i] on the device with the key's resident points."""
@@ -521,15 +544,15 @@ class CudaLane:
     def _msm_host(self, resident: _ResidentKey, section: str, scalars: np.ndarray) -> G1Point:
         dev, ev = self._upload_rows(scalars)
         self._compute.wait_event(ev)
-        total: G1Point = self._msm_resident(resident, section, dev)
+        total: G1Point = self._results([self._queue_msm(resident, section, dev)])[0]
         return total
 
     @contextmanager
-    def _step(self, name: str) -> Iterator[None]:
-        """One step of the GPU phase: its wall milliseconds (each step ends by waiting for its
-        kernels, so this is its device time plus launches) for :meth:`phase_steps_ms`, and the
-        ``step_meter`` around it when set (the device check's memory figures)."""
-        t0 = time.perf_counter()
+    def _step(self, clock: _StepClock, name: str, stream: Any = None) -> Iterator[None]:
+        """One step of the GPU phase: timed on the device by ``clock`` (events around the work
+        it queues), and the ``step_meter`` around it when set (the device check's memory
+        figures: the pool's accounting follows the queueing)."""
+        clock.start(name, stream or self._compute)
         try:
             if self.step_meter is None:
                 yield
@@ -537,10 +560,12 @@ class CudaLane:
                 with self.step_meter(name):
                     yield
         finally:
-            self._steps_ms[name] = round((time.perf_counter() - t0) * 1e3, 3)
+            clock.end(name)
 
     def phase_steps_ms(self) -> dict[str, float]:
-        """Milliseconds of each step of this lane's last GPU phase ("H", "MSM A", ...)."""
+        """Milliseconds of each step of this lane's last GPU phase: "upload" (the copy stream),
+        "H" and "MSM A" ... "MSM B2" (device time between events on the compute stream), "copy
+        back" and "combine" (Horner on the host, its wall time)."""
         return dict(self._steps_ms)
 
     def device_gpu_phase(
@@ -569,18 +594,71 @@ class CudaLane:
     def _phase(self, resident: _ResidentKey, n_pub: int, a: np.ndarray, b: np.ndarray,
                c: np.ndarray, witness: np.ndarray
                ) -> tuple[G1Point, G1Point, G1Point, G1Point, G2Point]:
-        """The phase's device arrays live in this frame only, so a failure frees them."""
+        """The phase's device arrays live in this frame only, so a failure frees them.
+
+        Everything is queued before the host waits once, for the five sums: the witness and a,
+        b, c are staged while the compute stream works, H and the five MSMs follow each other
+        on the compute stream with no host round trip between them (the MSM driver sizes its
+        arrays by their bounds), and a lane's host work (staging, launches, Horner) overlaps the
+        other lanes' kernels."""
         self._steps_ms = {}
-        with self._step("H"):
-            h_dev = self._h_device(a, b, c)
-        w_dev, ev = self._upload_rows(witness)
-        self._compute.wait_event(ev)
-        out = []
+        clock = _StepClock(self._cp)
+        clock.start("upload", self._copy)
+        w_dev, w_ev = self._upload_rows(witness)          # first: alive until the MSMs end
+        with self._step(clock, "H"):
+            h_dev, uploaded = self._h_queue(
+                a, b, c, inputs_at=lambda: clock.start("H", self._compute))
+            clock.end("upload")
+        h_done = self._cp.cuda.Event(block=False, disable_timing=True)
+        h_done.record(self._compute)
+        # a, b, c are the copy stream's blocks: nothing the copy stream queues from here on may
+        # reuse them before H has read them.
+        self._copy.wait_event(h_done)
+        del uploaded
+        self._compute.wait_event(w_ev)
+        queued = []
         for sec, sc in (("A", w_dev), ("B1", w_dev), ("C", w_dev[n_pub + 1:]), ("H", h_dev),
                         ("B2", w_dev)):
-            with self._step(f"MSM {sec}"):
-                out.append(self._msm_resident(resident, sec, sc))
+            with self._step(clock, f"MSM {sec}"):
+                queued.append(self._queue_msm(resident, sec, sc))
+        out = self._results(queued, clock)
+        self._steps_ms = clock.milliseconds()
         return out[0], out[1], out[2], out[3], out[4]
+
+
+class _StepClock:
+    """Device time of each step of a phase: an event recorded on the step's stream before and
+    after the work it queues (read once the phase has waited for its results), and host time
+    for the host's own steps. Steps may overlap (the uploads run beside H)."""
+
+    def __init__(self, cp: Any) -> None:
+        self._cp = cp
+        self._open: dict[str, tuple[Any, Any]] = {}
+        self._done: dict[str, tuple[Any, Any]] = {}
+        self._host: dict[str, float] = {}
+
+    def _event(self, stream: Any) -> Any:
+        ev = self._cp.cuda.Event()
+        ev.record(stream)
+        return ev
+
+    def start(self, name: str, stream: Any) -> None:
+        """``name`` starts here (again, if it had: its stream was told to wait for its input)."""
+        self._open[name] = (stream, self._event(stream))
+
+    def end(self, name: str) -> None:
+        stream, start = self._open.pop(name)
+        self._done[name] = (start, self._event(stream))
+
+    def host(self, name: str, seconds: float) -> None:
+        self._host[name] = seconds * 1e3
+
+    def milliseconds(self) -> dict[str, float]:
+        """Each step's milliseconds (every event has completed: call after the wait)."""
+        out = {name: float(self._cp.cuda.get_elapsed_time(s, e))
+               for name, (s, e) in self._done.items()}
+        out.update(self._host)
+        return {k: round(v, 3) for k, v in out.items()}
 
 
 class CudaBackend:
@@ -764,14 +842,16 @@ class CudaBackend:
 
     def working_bytes(self, key: ProvingKey) -> int:
         """Peak transient device bytes of one partition's GPU phase on one lane, for budgeting:
-        H, then the witness and H held on the device while the largest MSM runs (see
+        the witness (uploaded first) and H, then the witness and H held on the device while the
+        largest MSM runs (see
         :meth:`step_estimates`). Nothing else is per lane: the NTT tables are the key's, and a
         lane holds no device memory between phases, so lanes running together need at most
         the sum of their partitions' working bytes beside the resident keys."""
         steps = self.step_estimates(key)
         n, v = key.sizes.domain_size, _witness_rows(key)
         held = (n + v) * _FR_BYTES
-        return max(steps["H"], held + max(steps[f"MSM {s}"] for s in SECTIONS))
+        witness = v * _FR_BYTES           # uploaded first: alive through H
+        return max(witness + steps["H"], held + max(steps[f"MSM {s}"] for s in SECTIONS))
 
     def step_estimates(self, key: ProvingKey) -> dict[str, int]:
         """Device bytes each step of :meth:`CudaLane.device_gpu_phase` needs beyond what is in

@@ -134,6 +134,9 @@ class HostKernels:
     def synchronize(self) -> None:
         """Nothing queued: a host launch has finished when it returns."""
 
+    def to_host(self, arr: Any) -> np.ndarray:
+        return np.asarray(arr)
+
 
 @functools.cache
 def host_kernels() -> HostKernels:
@@ -173,6 +176,13 @@ class DeviceKernels:
             self._stream.synchronize()
         else:
             self.xp.cuda.get_current_stream().synchronize()
+
+    def to_host(self, arr: Any) -> np.ndarray:
+        """``arr`` copied back once the kernels queued before it on this stream are done."""
+        stream = self._stream or self.xp.cuda.get_current_stream()
+        host = arr.get(stream=stream)
+        stream.synchronize()
+        return np.asarray(host)
 
 
 @functools.cache

@@ -6,8 +6,12 @@ steps are described in ``msm.cu``: a counting sort of the signed digits into buc
 sort), bucket sums in chunks of ``ACC_CHUNK`` records, chunk sums reduced ``RED_CHUNK`` at a time,
 per-window segment sums, and Horner's rule over the window sums on the host (arkworks).
 
-The host waits for the device four times an MSM (the record count, the chunk count, the number
-of reduction rounds, the window sums), each a few microseconds of scalars.
+The host never waits for the device while an MSM is queued: every array is allocated at its
+bound (no zero digit, every bucket ending in a partial chunk: the sizes the memory estimate
+counts), so no count has to come back first, and the reduction runs the rounds its largest
+possible bucket needs (a bucket holds at most one digit of each scalar). A phase queues its MSMs
+back to back and copies all their window sums back at once (:meth:`CxxMsm.gather`); kernel
+threads past the real counts find empty ranges and write infinity, which nothing reads.
 """
 
 from __future__ import annotations
@@ -19,7 +23,6 @@ import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point
 
 from kernels.curves import BLS12_381
-from kernels.gpu.g1 import mont_int, xyzz_to_g1
 
 SCALAR_BITS = 255   # BLS12-381 r < 2^255
 MIN_C, MAX_C = 4, 20
@@ -68,37 +71,90 @@ G2 = Curve("g2", 48, 96)
 _P = BLS12_381.q
 
 
-def _fq2_inv(a: tuple[int, int]) -> tuple[int, int]:
-    t = pow(a[0] * a[0] + a[1] * a[1], -1, _P)
-    return a[0] * t % _P, -a[1] * t % _P
+def _row_ints(words: np.ndarray) -> list[int]:
+    """(k, 12) uint32 limbs -> k Python ints (the raw Montgomery representatives)."""
+    raw = np.ascontiguousarray(words, dtype="<u4").tobytes()
+    return [int.from_bytes(raw[i:i + 48], "little") for i in range(0, len(raw), 48)]
 
 
-def _fq2_mul(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
-    return (a[0] * b[0] - a[1] * b[1]) % _P, (a[0] * b[1] + a[1] * b[0]) % _P
+def batch_inverse(values: list[int], p: int = _P) -> list[int]:
+    """Inverses mod p of every value with one exponentiation (Montgomery's trick); 0 stays 0."""
+    prefix, acc = [], 1
+    for v in values:
+        prefix.append(acc)
+        if v:
+            acc = acc * v % p
+    inv = pow(acc, -1, p)
+    out = [0] * len(values)
+    for i in range(len(values) - 1, -1, -1):
+        v = values[i]
+        if v:
+            out[i] = inv * prefix[i] % p
+            inv = inv * v % p
+    return out
+
+
+def xyzz_rows_to_points(curve: Curve, rows: np.ndarray) -> list[Any]:
+    """XYZZ rows (k, xyzz words, Montgomery limbs) -> arkworks points of ``curve`` (unchecked: the
+    kernels' own output), with one field inversion for all of them. x = X / ZZ and y = Y / ZZZ:
+    the Montgomery factor R cancels in each quotient, so the limbs are used as they are."""
+    words = np.ascontiguousarray(rows, dtype=np.uint32).reshape(-1, 4, curve.xyzz_words // 4)
+    k = words.shape[0]
+    if curve.name == "g1":
+        e = [_row_ints(words[:, j]) for j in range(4)]          # X, Y, ZZ, ZZZ per row
+        inv = batch_inverse(e[2] + e[3])
+        out: list[Any] = []
+        for i in range(k):
+            if not e[2][i]:
+                out.append(curve.identity())
+                continue
+            x, y = e[0][i] * inv[i] % _P, e[1][i] * inv[k + i] % _P
+            out.append(G1Point.from_xy_bytes_unchecked_le(
+                x.to_bytes(48, "little") + y.to_bytes(48, "little")))
+        return out
+    # Fq2 elements (c0, c1): 1 / a = conj(a) / (c0^2 + c1^2), the norms inverted together.
+    c = [(_row_ints(words[:, j, :12]), _row_ints(words[:, j, 12:])) for j in range(4)]
+    norms = [[(a0 * a0 + a1 * a1) % _P for a0, a1 in zip(*c[j], strict=True)] for j in (2, 3)]
+    inv = batch_inverse(norms[0] + norms[1])
+    out = []
+    for i in range(k):
+        if not (c[2][0][i] or c[2][1][i]):
+            out.append(curve.identity())
+            continue
+        coords = []
+        for num, den, t in ((0, 2, inv[i]), (1, 3, inv[k + i])):
+            n0, n1 = c[num][0][i], c[num][1][i]
+            d0, d1 = c[den][0][i] * t % _P, -c[den][1][i] * t % _P
+            coords += [(n0 * d0 - n1 * d1) % _P, (n0 * d1 + n1 * d0) % _P]
+        out.append(G2Point.from_xy_bytes_unchecked_le(
+            b"".join(v.to_bytes(48, "little") for v in coords)))
+    return out
 
 
 def xyzz_to_point(curve: Curve, p: np.ndarray) -> Any:
-    """An XYZZ row (Montgomery limbs) -> arkworks point (unchecked: the kernels' own output)."""
-    words = np.asarray(p, dtype=np.uint32).reshape(4, -1)
-    if not words[2].any():
-        return curve.identity()
-    if curve.name == "g1":
-        return xyzz_to_g1(words.reshape(-1))
-    e = [(mont_int(w[:12]), mont_int(w[12:])) for w in words]
-    x2 = _fq2_mul(e[0], _fq2_inv(e[2]))
-    y2 = _fq2_mul(e[1], _fq2_inv(e[3]))
-    raw = b"".join(v.to_bytes(48, "little") for v in (*x2, *y2))
-    return G2Point.from_xy_bytes_unchecked_le(raw)
+    """One XYZZ row (Montgomery limbs) -> arkworks point (unchecked: the kernels' own output)."""
+    return xyzz_rows_to_points(curve, np.asarray(p).reshape(1, -1))[0]
 
 
 def combine_windows(curve: Curve, sums: np.ndarray, c: int) -> Any:
-    """Horner over the window sums: sum_w 2^(c*w) * W_w."""
+    """Horner over the window sums: sum_w 2^(c*w) * W_w (one multiply by 2^c per window)."""
+    from py_arkworks_bls12381 import Scalar
+
+    step = Scalar(1 << c)
     acc = curve.identity()
-    for w in range(sums.shape[0] - 1, -1, -1):
-        for _ in range(c):
-            acc = acc + acc
-        acc = acc + curve.point(sums[w])
+    for point in reversed(xyzz_rows_to_points(curve, sums)):
+        acc = acc * step + point
     return acc
+
+
+@dataclass(frozen=True)
+class QueuedMsm:
+    """An MSM whose device work is queued: its window sums (None: no points, the identity) in
+    the runner's memory, and the window size they are combined with."""
+
+    curve: Curve
+    sums: Any
+    c: int
 
 
 def _starts(xp: Any, counts: Any) -> Any:
@@ -174,8 +230,9 @@ class CxxMsm:
 
     def window_sums(self, curve: Curve, points: Any, scalars: Any, c: int | None = None,
                     scalar_bits: int = SCALAR_BITS) -> tuple[Any, int]:
-        """Per-window sums (nwin, xyzz words) in the runner's memory, and the window size.
-        ``points``: (m, affine words) uint32 Montgomery rows; ``scalars``: (m, 8) uint32."""
+        """Per-window sums (nwin, xyzz words) in the runner's memory, and the window size, queued
+        without waiting for the device. ``points``: (m, affine words) uint32 Montgomery rows;
+        ``scalars``: (m, 8) uint32."""
         xp, k = self.xp, self.k
         m = int(scalars.shape[0])
         if int(points.shape[0]) != m:
@@ -188,33 +245,32 @@ class CxxMsm:
         nwin = num_windows(c, scalar_bits)
         nb = nwin * half
         xw = curve.xyzz_words
+        records_bound = nwin * m                        # no zero digit
+        parts_bound = records_bound // ACC_CHUNK + nb   # every bucket may end in a partial chunk
         self._step("start")
         counts = xp.zeros(nb, dtype=np.uint32)
         k.launch("msm_digit_counts", m, scalars, c, nwin, counts)
         offsets = _starts(xp, counts)
         self._step("count")
-        total = int(offsets[-1])
-        if total == 0:
-            return xp.zeros((nwin, xw), dtype=np.uint32), c
         chunks = counts + np.uint32(ACC_CHUNK - 1)
         chunks //= np.uint32(ACC_CHUNK)
         cstart = _starts(xp, chunks)
         del chunks
         counts[...] = offsets[:-1]                      # the scatter's cursors
-        records = xp.empty(total, dtype=np.uint32)
+        records = xp.empty(records_bound, dtype=np.uint32)
         k.launch("msm_digit_scatter", m, scalars, c, nwin, counts, records)
         self._step("scatter")
         del counts
-        nparts = int(cstart[-1])
-        parts = xp.empty((nparts, xw), dtype=np.uint32)
-        k.launch(f"{curve.name}_accumulate", nparts, records, offsets, cstart, nb, ACC_CHUNK,
-                 points, parts)
+        parts = xp.empty((parts_bound, xw), dtype=np.uint32)
+        k.launch(f"{curve.name}_accumulate", parts_bound, records, offsets, cstart, nb,
+                 ACC_CHUNK, points, parts)
         self._step("accumulate")
         del records, offsets
-        per_bucket = int(xp.diff(cstart).max())
         held = [parts, cstart]                # _reduce owns them: each round frees the last
         del parts, cstart
-        parts, pstart = self._reduce(curve, held, nb, per_bucket)
+        # A bucket holds at most one record per scalar (one window per bucket set), so at most
+        # this many chunks: the rounds that bound needs, whatever the digits turn out to be.
+        parts, pstart = self._reduce(curve, held, nb, -(-m // ACC_CHUNK), parts_bound)
         self._step("reduce")
         seg = segment_size(half, nwin)
         nseg = nwin * (half // seg)
@@ -226,11 +282,13 @@ class CxxMsm:
         self._step("windows")
         return sums, c
 
-    def _reduce(self, curve: Curve, held: list[Any], ngroups: int,
-                most: int) -> tuple[Any, Any]:
+    def _reduce(self, curve: Curve, held: list[Any], ngroups: int, most: int,
+                bound: int) -> tuple[Any, Any]:
         """Sum XYZZ parts grouped by starts (``held = [parts, starts]``, ngroups + 1 starts,
         handed over so that each round's input is freed once the next exists) until every group
-        has at most one; ``most`` is the largest group's size."""
+        has at most one; ``most`` bounds the largest group, ``bound`` the parts in use. A round
+        makes at most ceil(g / RED_CHUNK) <= g sums of a group of g, so its output is bounded by
+        min(bound, bound // RED_CHUNK + ngroups) without asking the device."""
         xp, k = self.xp, self.k
         parts, pstart = held.pop(0), held.pop(0)
         while most > 1:
@@ -239,9 +297,9 @@ class CxxMsm:
             n2 //= np.uint32(RED_CHUNK)
             nstart = _starts(xp, n2)
             del n2
-            total = int(nstart[-1])
-            out = xp.empty((total, curve.xyzz_words), dtype=np.uint32)
-            k.launch(f"{curve.name}_reduce", total, parts, pstart, nstart, ngroups, RED_CHUNK,
+            bound = min(bound, bound // RED_CHUNK + ngroups)
+            out = xp.empty((bound, curve.xyzz_words), dtype=np.uint32)
+            k.launch(f"{curve.name}_reduce", bound, parts, pstart, nstart, ngroups, RED_CHUNK,
                      out)
             parts, pstart = out, nstart
             most = -(-most // RED_CHUNK)
@@ -261,11 +319,42 @@ class CxxMsm:
             parts, per = out, n2
         return parts
 
+    def queue(self, curve: Curve, points: Any, scalars: Any, c: int | None = None,
+              scalar_bits: int = SCALAR_BITS) -> QueuedMsm:
+        """sum_i scalars[i] * points[i], queued: nothing waits for the device."""
+        if int(scalars.shape[0]) == 0:
+            return QueuedMsm(curve, None, 1)
+        sums, c = self.window_sums(curve, points, scalars, c, scalar_bits)
+        return QueuedMsm(curve, sums, c)
+
+    def gather(self, queued: list[QueuedMsm]) -> Any:
+        """Every queued MSM's window sums in one flat array of the runner's memory (one copy
+        back for all of them), or None when none has any."""
+        flat = [q.sums.reshape(-1) for q in queued if q.sums is not None]
+        if not flat:
+            return None
+        return flat[0] if len(flat) == 1 else self.xp.concatenate(flat)
+
+    @staticmethod
+    def combine(queued: list[QueuedMsm], host: np.ndarray | None) -> list[Any]:
+        """The MSMs' results from :meth:`gather`'s array on the host (Horner, arkworks)."""
+        out, at = [], 0
+        for q in queued:
+            if q.sums is None:
+                out.append(q.curve.identity())
+                continue
+            size = int(np.prod(q.sums.shape))
+            assert host is not None
+            sums = np.asarray(host[at:at + size]).reshape(q.sums.shape)
+            at += size
+            out.append(combine_windows(q.curve, sums, q.c))
+        return out
+
     def msm(self, curve: Curve, points: Any, scalars: Any, c: int | None = None,
             scalar_bits: int = SCALAR_BITS) -> Any:
-        """sum_i scalars[i] * points[i] as an arkworks point of ``curve``."""
-        if int(scalars.shape[0]) == 0:
-            return curve.identity()
-        sums, c = self.window_sums(curve, points, scalars, c, scalar_bits)
-        host = sums.get() if hasattr(sums, "get") else np.asarray(sums)
-        return combine_windows(curve, host, c)
+        """sum_i scalars[i] * points[i] as an arkworks point of ``curve`` (waits for it)."""
+        queued = [self.queue(curve, points, scalars, c, scalar_bits)]
+        flat = self.gather(queued)
+        host = None if flat is None else self.k.to_host(flat)
+        result = self.combine(queued, host)[0]
+        return result

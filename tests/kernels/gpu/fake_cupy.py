@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import time
 import types
 import weakref
 from types import SimpleNamespace
@@ -25,6 +26,31 @@ class Dev(np.ndarray):
     that happens when the stream is synchronised or waited on (as a DMA would), reading the
     source then: a source buffer overwritten before that is caught as wrong results."""
 
+    # What a test of "the host never waits" counts: a device value read on the host (an
+    # element, a reduction to a number, a conversion) and each copy back.
+    host_reads = 0
+    gets = 0
+
+    def __getitem__(self, key):
+        out = super().__getitem__(key)
+        if not isinstance(out, np.ndarray):
+            Dev.host_reads += 1
+        return out
+
+    def max(self, *args, **kwargs):
+        out = super().max(*args, **kwargs)
+        if not isinstance(out, np.ndarray):
+            Dev.host_reads += 1
+        return out
+
+    def item(self, *args):
+        Dev.host_reads += 1
+        return super().item(*args)
+
+    def __int__(self):
+        Dev.host_reads += 1
+        return super().__int__()
+
     def set(self, arr, stream=None):
         dst = np.asarray(self)
         if stream is None:
@@ -33,6 +59,7 @@ class Dev(np.ndarray):
             stream.ops.append(lambda: np.copyto(dst, arr))
 
     def get(self, stream=None, out=None):
+        Dev.gets += 1
         if out is None:
             return np.asarray(self).copy()
         np.copyto(out, np.asarray(self))
@@ -73,6 +100,7 @@ class Event:
     def __init__(self, **kw):
         self.stream = None
         self.mark = 0
+        self.at = 0.0
 
     @property
     def recorded(self):
@@ -80,6 +108,7 @@ class Event:
 
     def record(self, stream):
         self.stream, self.mark = stream, len(stream.ops)
+        self.at = time.perf_counter()      # kernels run at launch here: host time is theirs
 
     def synchronize(self):
         if self.stream is not None:
@@ -112,11 +141,15 @@ def fake_cupy(pool: Pool) -> types.ModuleType:
 
     cp.empty = empty
     cp.asarray = lambda a, dtype=None: np.asarray(a, dtype).view(Dev)
+    cp.concatenate = lambda arrays: np.concatenate(arrays).view(Dev)
+    cp.zeros = lambda shape, dtype=float: np.zeros(shape, dtype).view(Dev)
+    cp.arange = lambda *args, **kwargs: np.arange(*args, **kwargs).view(Dev)
     cp.get_default_memory_pool = lambda: pool
     cp.get_default_pinned_memory_pool = lambda: pool
     cp.cuda = SimpleNamespace(
         Stream=lambda non_blocking=True: Stream(),
         Event=Event,
+        get_elapsed_time=lambda start, end: (end.at - start.at) * 1e3,
         Device=lambda i: contextlib.nullcontext(),
         alloc_pinned_memory=lambda n: bytearray(n),
         runtime=SimpleNamespace(memGetInfo=lambda: (1 << 30, 2 << 30), getDeviceCount=lambda: 1),

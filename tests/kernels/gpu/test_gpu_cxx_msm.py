@@ -235,3 +235,39 @@ def test_memory_estimate_bounds_what_the_driver_allocates(kernels, curve, acc_ch
         tracemalloc.stop()
     arrays = cxx_msm.device_bytes_estimate(m, curve) - cxx_msm.SCRATCH_BYTES - m * 32
     assert peak <= arrays <= 3 * peak, (peak, arrays)
+
+
+def _xyzz_row(point, z: int, fq2: bool) -> np.ndarray:
+    """An affine point in XYZZ with ZZ = z^2, ZZZ = z^3 (Montgomery limbs); zeros: infinity."""
+    w = 24 if fq2 else 12
+    raw = point.to_xy_bytes_le()
+    if raw == bytes(len(raw)):
+        return np.zeros(4 * w, np.uint32)
+    k = 48
+    coords = [int.from_bytes(raw[i:i + k], "little") for i in range(0, len(raw), k)]
+    if not fq2:
+        x, y = coords
+        vals = [x * z * z % P, y * z ** 3 % P, z * z % P, z ** 3 % P]
+        return np.concatenate([_mont_rows([v], 12)[0] for v in vals])
+    zz, zzz = (z * z % P, 0), (z ** 3 % P, 0)          # a scale in Fq is a scale in Fq2
+
+    def mul(a, b):
+        return ((a[0] * b[0] - a[1] * b[1]) % P, (a[0] * b[1] + a[1] * b[0]) % P)
+
+    x, y = (coords[0], coords[1]), (coords[2], coords[3])
+    parts = [mul(x, zz), mul(y, zzz), zz, zzz]
+    return np.concatenate([_mont_rows([c0, c1], 12).reshape(-1) for c0, c1 in parts])
+
+
+@pytest.mark.parametrize("curve", [G1, G2], ids=["g1", "g2"])
+def test_xyzz_rows_to_points_one_inversion_for_all(curve):
+    """The batch conversion of window sums (one inversion for every row) gives each point,
+    infinity included, whatever its Z; a wrong inverse's partner would move every later row."""
+    rng = random.Random(8)
+    gen, ident = (G1Point(), G1Point.identity()) if curve is G1 else (G2Point(),
+                                                                      G2Point.identity())
+    pts = [gen * Scalar(rng.randrange(1, R)) for _ in range(5)]
+    pts[2] = ident
+    rows = np.stack([_xyzz_row(p, rng.randrange(2, P), curve is G2) for p in pts])
+    assert cxx_msm.xyzz_rows_to_points(curve, rows) == pts
+    assert cxx_msm.batch_inverse([3, 0, 5], P) == [pow(3, -1, P), 0, pow(5, -1, P)]
