@@ -507,11 +507,24 @@ def section_engine(backend: str, jobs: int, workers: list[int],
     inputs = bench._real_inputs(base)
     backlog = bench._backlog(base, jobs, 0)
     out: dict[str, Any] = {"backend": backend, "backlog": backlog}
-    for w in workers:
+    from cuzk.prover.cuda_backend import CudaLane
+
+    # Each worker count twice, side by side: the phase as the engine runs it (queued whole, one
+    # wait for the sums) and the baseline that waits for the device after every step.
+    # (The CPU backend has no lanes: one run each.)
+    waits = (False, True) if backend == "cuda" else (False,)
+    runs = [(w, wait) for w in workers for wait in waits]
+    for w, wait_each_step in runs:
         settings = replace(base, gpu_workers_per_device=w)
         prover = RealProver(settings)
-        with DeviceSampler() as sampler:
-            result = bench.run_once(f"{w} worker(s)/device", settings, prover, backlog, inputs)
+        CudaLane.wait_each_step = wait_each_step
+        try:
+            with DeviceSampler() as sampler:
+                result = bench.run_once(f"{w} worker(s)/device"
+                                        + (", waiting each step" if wait_each_step else ""),
+                                        settings, prover, backlog, inputs)
+        finally:
+            CudaLane.wait_each_step = False
         summary = result.summary()
         summary["device_utilization"] = sampler.summary()
         # Each GPU worker of a device has a lane of its own (CUDA; none on the CPU backend).
@@ -520,8 +533,9 @@ def section_engine(backend: str, jobs: int, workers: list[int],
                             "ok": all(n == w for n in per_device.values())}
         busy = list(result.busy_fraction.values())
         summary["min_busy_fraction"] = round(min(busy), 4) if busy else None
-        out[f"workers_{w}"] = summary
-        print(f"engine {w} worker(s)/device: {summary['jobs_per_s']} jobs/s, "
+        out[f"workers_{w}" + ("_wait_each_step" if wait_each_step else "")] = summary
+        print(f"engine {w} worker(s)/device{' (wait each step)' if wait_each_step else ''}: "
+              f"{summary['jobs_per_s']} jobs/s, "
               f"{summary['partitions_per_s']} partitions/s, busy {summary['busy_fraction']}, "
               f"device utilisation {summary['device_utilization']}, "
               f"failed {summary['failed']}", flush=True)

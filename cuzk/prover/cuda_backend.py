@@ -310,6 +310,9 @@ class CudaLane:
     """
 
     name = "cuda"
+    # The device check's baseline: wait for the device at the end of every step of a phase (as
+    # the lane did before it queued the whole phase), to compare utilisation side by side.
+    wait_each_step = False
 
     def __init__(self, backend: CudaBackend, index: int) -> None:
         self.backend = backend
@@ -561,6 +564,8 @@ class CudaLane:
                     yield
         finally:
             clock.end(name)
+            if self.wait_each_step:
+                self._compute.synchronize()
 
     def phase_steps_ms(self) -> dict[str, float]:
         """Milliseconds of each step of this lane's last GPU phase: "upload" (the copy stream),

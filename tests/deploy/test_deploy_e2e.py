@@ -583,7 +583,11 @@ def test_engine_and_prometheus_end_to_end(stack):
 
     # 3. Engine stopped with work queued (SIGTERM drains: partitions in flight finish, the
     # rest stay in the journal): CuzkTargetDown fires. Back with a starved memory budget, it
-    # recovers the journaled jobs and proves them with the new ones.
+    # recovers the journaled jobs and proves them with the new ones. The GPU workers are paused
+    # first, so that none of these jobs can finish before the stop (every job needs a GPU phase;
+    # the drain parks what waits for one): the recovery is certain, not a race with the drain.
+    # A pause is not journaled: the new process starts with its workers running.
+    _http(f"{base}/v1/workers/pause", {})
     parked = [_submit(base, KINDS[i % 2]) for i in range(6)]
     assert s.engine.stop() == 0, s.engine.tail()
     down_at = time.time()
