@@ -412,7 +412,7 @@ def _msm_tabled(rt: Any, eng: Any, rows: np.ndarray, sc_period: np.ndarray, m: i
     with rt.step() as mem:
         eng.window_sums(cxx_msm.G1, d_pts, d_sc, plan)
     (sums, got_plan), t = rt.timed(
-        lambda: eng.window_sums(cxx_msm.G1, d_pts, d_sc, plan), repeats)
+        lambda d_pts=d_pts: eng.window_sums(cxx_msm.G1, d_pts, d_sc, plan), repeats)
     out.update(t)
     out["match"] = bool(cxx_msm.combine_windows(cxx_msm.G1, rt.host(sums), got_plan) == want)
     if "peak_bytes" in mem:
