@@ -25,7 +25,7 @@
 // 6. <curve>_segments: per bucket set, segments of buckets; one thread per segment computes
 //    sum (b + 1) * B_b over its buckets with the running-sum trick plus lo * sum B_b.
 // 7. <curve>_reduce again sums the segments of each set; the passes set sums go to the host,
-//    which combines them by Horner's rule with c doublings between sets.
+//    which combines them by Horner's rule (a factor 2^c between sets).
 #include "bls12_381.cuh"
 #include "xyzz.cuh"
 
