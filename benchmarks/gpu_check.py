@@ -50,6 +50,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 PERIOD = 1 << 18          # distinct MSM points generated on the host (the slow host part)
+TABLE_FACTOR = 8          # the msm section's tabled G1 plan: a window table of 8x the points
 SECTIONS = ("device_tests", "msm", "proofs", "ntt", "engine", "scale")
 # The GPU issue's targets on an H200 (reported beside the figures, not part of the exit status).
 TARGETS = {"msm_2^16_ms": 3.0, "msm_2^18_ms": 6.0, "msm_2^20_ms": 15.0, "msm_2^22_ms": 50.0,
@@ -283,11 +284,16 @@ def _msm_inputs(rows: np.ndarray, sc_period: np.ndarray, m: int,
 
 
 def section_msm(rt: Any, sizes: list[int], repeats: int, period: int = PERIOD,
-                g2_max_log: int = 20, g2_period: int = 1 << 12) -> dict[str, Any]:
+                g2_max_log: int = 20, g2_period: int = 1 << 12,
+                table_factor: int = TABLE_FACTOR) -> dict[str, Any]:
     """G1: the C++ kernels, each variant of the bundle side by side, per size, with each step's
-    time; G2: the C++ kernels (the first variant, or the host twin on the CPU runtime) up to
-    2^g2_max_log. (The numba MSM these replaced measured 13.7 / 23.8 / 55.8 / 193.2 ms at
-    2^16 / 2^18 / 2^20 / 2^22 in the same run as docs/figures/gpu-check-2026-12-04.json.)"""
+    time; beside them ``tabled_<engine variant>``: the plan a window table of table_factor x the
+    points' bytes buys (``cxx_msm.device_plan``; the copies built by the native extension, as a
+    resident key's are), its time, plan, table bytes, modelled work against the plain plan and
+    estimate vs peak; G2: the C++ kernels (the first variant, or the host twin on the CPU
+    runtime) up to 2^g2_max_log. (The numba MSM these replaced measured 13.7 / 23.8 / 55.8 /
+    193.2 ms at 2^16 / 2^18 / 2^20 / 2^22 in the same run as
+    docs/figures/gpu-check-2026-12-04.json.)"""
     from py_arkworks_bls12381 import G1Point, G2Point, Scalar
 
     from cuzk.prover.msm import msm as cpu_msm
@@ -345,6 +351,10 @@ def section_msm(rt: Any, sizes: list[int], repeats: int, period: int = PERIOD,
                 print(f"MSM G1 2^{log_m} C++ {variant}: {_ms(t)} (match={v['match']}) "
                       f"steps {v['steps_ms']}", flush=True)
                 del sums
+            tab_variant = engine_variant if engine_variant in variants else variants[0]
+            entry[f"tabled_{tab_variant}"] = _msm_tabled(
+                rt, cxx_msm.CxxMsm(rt.cxx_kernels(tab_variant)), rows, sc_period, m, d_sc, want,
+                table_factor, repeats)
             del d_pts, d_sc
             rt.release()
             if log_m <= g2_max_log:
@@ -369,6 +379,56 @@ def section_msm(rt: Any, sizes: list[int], repeats: int, period: int = PERIOD,
                 rt.release()
             res[f"2^{log_m}"] = entry
     return res
+
+
+def _msm_tabled(rt: Any, eng: Any, rows: np.ndarray, sc_period: np.ndarray, m: int, d_sc: Any,
+                want: Any, table_factor: int, repeats: int) -> dict[str, Any]:
+    """One G1 size with a window table: the plan for a budget of table_factor x m rows, its
+    copies built on the host from the distinct points (each copy tiled as the points are),
+    timed and checked like the plain MSM."""
+    from cuzk.prover import native_msm
+    from kernels.gpu import cxx_msm
+
+    plain = cxx_msm.device_plan(m, cxx_msm.G1, 0)
+    plan = cxx_msm.device_plan(m, cxx_msm.G1, table_factor * m * 96)
+    out: dict[str, Any] = {
+        "plan": {"c": plan.c, "copies": plan.copies, "windows": plan.windows,
+                 "passes": plan.passes},
+        "plain_plan": {"c": plain.c, "windows": plain.windows},
+        "table_bytes": plan.table_bytes(m, 96),
+        "table_budget_bytes": table_factor * m * 96,
+        "modelled_work_ratio": round(plan.work(m) / plain.work(m), 4)}
+    if plan.copies > 1 and not native_msm.available():
+        out["note"] = "no native extension to build the copies: not timed"
+        return out
+    p = min(m, rows.shape[0])
+    t0 = time.perf_counter()
+    copies = native_msm.fill_copies(rows[:p], plan.copies, plan.shift, os.cpu_count() or 1)
+    host = np.concatenate([np.tile(c, (m // p, 1)) for c in (rows[:p], *copies)])
+    out["table_build_s"] = round(time.perf_counter() - t0, 3)
+    del copies
+    d_pts = rt.xp.asarray(host)
+    del host
+    with rt.step() as mem:
+        eng.window_sums(cxx_msm.G1, d_pts, d_sc, plan)
+    (sums, got_plan), t = rt.timed(
+        lambda d_pts=d_pts: eng.window_sums(cxx_msm.G1, d_pts, d_sc, plan), repeats)
+    out.update(t)
+    out["match"] = bool(cxx_msm.combine_windows(cxx_msm.G1, rt.host(sums), got_plan) == want)
+    if "peak_bytes" in mem:
+        out["memory"] = memory_entry(cxx_msm.device_bytes_estimate(m, cxx_msm.G1, plan),
+                                     mem["peak_bytes"])
+    timer = StepTimer(rt)
+    eng.on_step = timer
+    with rt.step():
+        eng.window_sums(cxx_msm.G1, d_pts, d_sc, plan)
+    out["steps_ms"] = timer.millis()
+    print(f"MSM G1 2^{m.bit_length() - 1} tabled c={plan.c} copies={plan.copies} "
+          f"passes={plan.passes} ({out['table_bytes'] / 2**20:.1f} MiB table, modelled work "
+          f"x{out['modelled_work_ratio']}): {_ms(t)} (match={out['match']})", flush=True)
+    del sums, d_pts
+    rt.release()
+    return out
 
 
 def memory_entry(estimate: int, measured: int) -> dict[str, Any]:
@@ -889,7 +949,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "device_tests": lambda: section_device_tests(out_dir),
         "ntt": lambda: section_ntt(runtime(), sizes, args.repeats),
         "msm": lambda: section_msm(runtime(), sizes, args.repeats, args.period,
-                                   args.g2_max_log),
+                                   args.g2_max_log, table_factor=args.table_factor),
         "proofs": lambda: section_proofs(runtime(), backend(), kinds, keys_dir),
         "engine": lambda: section_engine(args.runtime, args.engine_jobs, workers, kinds,
                                  keys_dir),
@@ -920,6 +980,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--max-log", type=int, default=22)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--period", type=int, default=PERIOD, help="distinct MSM points")
+    ap.add_argument("--table-factor", type=int, default=TABLE_FACTOR,
+                    help="the msm section's tabled G1 plan: window table budget in units of "
+                         "the points' bytes")
     ap.add_argument("--kinds", default="", help="bundled proof kinds (default: all)")
     ap.add_argument("--engine-jobs", type=int, default=8)
     ap.add_argument("--workers", default="1,2", help="GPU workers per device to compare")

@@ -327,7 +327,10 @@ class ProverConfig(Section):
         f"most 1/{MSM_PRECOMPUTE_BUDGET_SHARE} of the host memory budget "
         "(engine.memory_budget_bytes). `cuzk prove`, one "
         'proof per process, builds them only when "on": the build costs more than one proof '
-        "saves.",
+        "saves. On a CUDA device the tables are device memory instead, built at key upload "
+        "(the key's device bytes count them): "
+        '"on" = each section\'s best plan, "auto" = at most '
+        f"1/{MSM_PRECOMPUTE_BUDGET_SHARE} of the device's memory per key.",
     )
 
 

@@ -9,9 +9,12 @@ serialised, by the device lock, which a GPU phase holds just long enough to look
 * ``upload_key`` copies the key's G1 sections A, B1, C, H and its G2 section B2 to the device
   once, as ``(n, 24)`` / ``(n, 48)`` uint32 affine Montgomery rows (the zkey bytes, no
   conversion), points at infinity compacted out (most of A and B1), builds the NTT tables of
-  its domain, and keeps both until ``drop_key``.
+  its domain, and keeps both until ``drop_key``. With ``[prover] msm_precompute`` a section's
+  points come with precomputed window copies (``kernels/gpu/cxx_msm.py``: ``DevicePlan``, copy
+  j = 2^(j * passes * c) * P, built on the host by the native extension and uploaded after the
+  points), so its MSMs run ``passes`` bucket sets instead of one per window.
   :func:`key_device_bytes` says how many device bytes that takes before anything is uploaded (so
-  the engine reserves them first).
+  the engine reserves them first), tables included.
 * ``device_gpu_phase`` (what ``gpu_phase`` calls): a, b, c go host -> pinned buffer -> device on
   the lane's copy stream, chunk by chunk through two fixed pinned buffers, while its compute
   stream already transforms the previous one (events between the streams); per array: inverse
@@ -96,14 +99,60 @@ def h_device_bytes(n: int, twiddles: bool = True) -> int:
     return (7 * n + (n // 2 if twiddles else 0)) * _FR_BYTES + tables
 
 
-def key_device_bytes(domain_size: int, rows: dict[str, int], kept: dict[str, int]) -> int:
+# Host rows per chunk while a section's window copies are built and uploaded: the host holds
+# (copies - 1) x this many rows at a time, not the whole table.
+TABLE_CHUNK_ROWS = 1 << 16
+
+
+def msm_table_budget(mode: str, device_total: int | None) -> int | None:
+    """Device bytes one key's MSM window tables may take (``[prover] msm_precompute``): "off" 0
+    (no table), "on" None (each section's best plan, no limit), "auto" the device's total
+    memory // MSM_PRECOMPUTE_BUDGET_SHARE (0 when the driver does not say). 0 whatever the mode
+    without the native extension, which builds the copies."""
+    from cuzk.prover import native_msm
+    from cuzk.settings_schema import MSM_PRECOMPUTE, MSM_PRECOMPUTE_BUDGET_SHARE
+
+    if mode not in MSM_PRECOMPUTE:
+        raise ValueError(f"msm_precompute must be one of {', '.join(MSM_PRECOMPUTE)}, "
+                         f"got {mode!r}")
+    if mode == "off" or not native_msm.available():
+        return 0
+    if mode == "on":
+        return None
+    return (device_total or 0) // MSM_PRECOMPUTE_BUDGET_SHARE
+
+
+def section_plans(kept: dict[str, int], table_budget: int | None) -> dict[str, Any]:
+    """Each section's MSM plan (``cxx_msm.DevicePlan``) for its ``kept`` points: the key's
+    table budget shared among the sections in proportion to their points' bytes (None: no
+    limit, 0: no tables)."""
+    from kernels.gpu.cxx_msm import G1, G2, device_plan
+
+    size = {s: n * _ROW_BYTES[s] for s, n in kept.items()}
+    total = sum(size.values())
+    plans = {}
+    for sec, n in kept.items():
+        share = table_budget
+        if table_budget is not None:
+            share = table_budget * size[sec] // total if total else 0
+        plans[sec] = device_plan(n, G2 if sec in G2_SECTIONS else G1, share)
+    return plans
+
+
+def key_device_bytes(domain_size: int, rows: dict[str, int], kept: dict[str, int],
+                     table_budget: int | None = 0) -> int:
     """Device bytes a resident key takes, from its sizes alone (nothing uploaded): per section
     (the G1 ones and B2, those in ``rows``) the points not at infinity (``kept``) as affine
-    rows, the int64 indices of the kept rows when some were dropped, plus the NTT tables of its
-    domain."""
+    rows with their window copies (:func:`section_plans` under ``table_budget``), the int64
+    indices of the kept rows when some were dropped, plus the NTT tables of its domain."""
+    return _key_bytes(domain_size, rows, kept, section_plans(kept, table_budget))
+
+
+def _key_bytes(domain_size: int, rows: dict[str, int], kept: dict[str, int],
+               plans: dict[str, Any]) -> int:
     total = ntt_table_bytes(domain_size)
     for sec in rows:
-        total += kept[sec] * _ROW_BYTES[sec]
+        total += plans[sec].copies * kept[sec] * _ROW_BYTES[sec]
         if kept[sec] != rows[sec]:
             total += kept[sec] * _INDEX_BYTES
     return total
@@ -227,23 +276,26 @@ def _drop_failed_frames(exc: BaseException) -> None:
 
 
 class _ResidentKey:
-    """A key's G1 sections on the device, points at infinity compacted out.
+    """A key's sections on the device, points at infinity compacted out.
 
-    ``sections[s]`` holds only the points not at infinity; ``rows[s]`` is the section's full row
-    count (what its scalars are indexed by) and ``present[s]`` the device indices of the kept
-    rows, or None when no point was dropped (the scalars are then used as they are). ``nbytes``
-    is :func:`key_device_bytes` of the key (its domain's NTT tables included).
+    ``sections[s]`` holds only the points not at infinity, ``plans[s].copies`` copies of them
+    (copy 0 first, ``kept[s]`` rows each); ``rows[s]`` is the section's full row count (what its
+    scalars are indexed by) and ``present[s]`` the device indices of the kept rows, or None
+    when no point was dropped (the scalars are then used as they are). ``nbytes`` is
+    :func:`key_device_bytes` of the key (its domain's NTT tables and window copies included).
     """
 
     def __init__(self, key: Any, sections: dict[str, Any], present: dict[str, Any],
-                 rows: dict[str, int], domain_size: int) -> None:
+                 rows: dict[str, int], domain_size: int, plans: dict[str, Any],
+                 kept: dict[str, int]) -> None:
         self.key = key  # held so id(key) cannot be reused while its points are resident
         self.sections = sections
         self.present = present
         self.rows = rows
         self.domain_size = domain_size
-        self.nbytes = key_device_bytes(
-            domain_size, rows, {s: int(v.shape[0]) for s, v in sections.items()})
+        self.plans = plans
+        self.kept = kept
+        self.nbytes = _key_bytes(domain_size, rows, kept, plans)
 
 
 class _NttTables:
@@ -507,11 +559,11 @@ class CudaLane:
 
         curve = G2 if section in G2_SECTIONS else G1
         points = resident.sections[section]
-        if int(points.shape[0]) == 0:
+        if resident.kept[section] == 0:
             return QueuedMsm(curve, None, 1)
         idx = resident.present[section]
         sc = scalars if idx is None else scalars[idx]
-        return self._msm.queue(curve, points, sc)
+        return self._msm.queue(curve, points, sc, resident.plans[section])
 
     def _results(self, queued: list[Any], clock: _StepClock | None = None) -> list[Any]:
         """The queued MSMs' sums: their window sums copied back at once (the phase's one wait
@@ -676,7 +728,7 @@ class CudaBackend:
 
     name = "cuda"
 
-    def __init__(self, device_index: int = 0) -> None:
+    def __init__(self, device_index: int = 0, msm_precompute: str = "off") -> None:
         count = cuda_device_count()
         if count == 0:
             raise CudaError(
@@ -690,6 +742,7 @@ class CudaBackend:
         self.device_index = device_index
         self.device = f"cuda:{device_index}"
         self._cp = cupy
+        self.msm_precompute = msm_precompute
         self._lock = threading.RLock()   # the device lock: resident keys, uploads, drops
         self._keys: dict[int, _ResidentKey] = {}
         self._tables = _NttTables()
@@ -697,6 +750,9 @@ class CudaBackend:
         with self._device():
             self._key_stream = cupy.cuda.Stream(non_blocking=True)
             self._key_ntt = _SharedTableNtt(_make_executor(cupy, self._key_stream), self._tables)
+        # Per key, for its MSM window copies (msm_table_budget): fixed now, so the figure the
+        # engine reserves before an upload is the one the upload makes.
+        self.msm_table_budget = msm_table_budget(msm_precompute, self.memory_info()[1])
         self.default_lane = self.lane()
 
     def lane(self) -> CudaLane:
@@ -800,6 +856,8 @@ class CudaBackend:
         sections: dict[str, Any] = {}
         present: dict[str, Any] = {}
         nrows: dict[str, int] = {}
+        kept: dict[str, int] = {}
+        compact: dict[str, np.ndarray] = {}
         for sec in SECTIONS:
             rows = points_rows(_section_array(key, sec))
             nrows[sec] = int(rows.shape[0])
@@ -810,16 +868,40 @@ class CudaBackend:
                 idx = np.flatnonzero(keep).astype(np.int64)
                 rows = np.ascontiguousarray(rows[idx])
                 present[sec] = self._cp.asarray(idx)
-            dev = self._cp.empty(rows.shape, dtype=np.uint32)
-            if rows.shape[0]:
-                dev.set(rows, stream=self._key_stream)
-            sections[sec] = dev
+            kept[sec] = int(rows.shape[0])
+            compact[sec] = rows
+        plans = section_plans(kept, self.msm_table_budget)
+        for sec in SECTIONS:
+            sections[sec] = self._upload_section(compact.pop(sec), plans[sec])
         n = int(key.sizes.domain_size)
         log_n = n.bit_length() - 1
         self._key_ntt.twiddles(log_n)
         self._key_ntt.coset_tables(log_n)
         self._key_stream.synchronize()
-        return _ResidentKey(key, sections, present, nrows, n)
+        return _ResidentKey(key, sections, present, nrows, n, plans, kept)
+
+    def _upload_section(self, rows: np.ndarray, plan: Any) -> Any:
+        """A section's kept rows on the device, then its window copies 1.. (``plan.copies``
+        copies, m rows each, one (copies * m, words) array): the copies are built on the host by
+        the native extension (:func:`cuzk.prover.native_msm.fill_copies`, every core) chunk by
+        chunk, so the host holds (copies - 1) x TABLE_CHUNK_ROWS rows at a time."""
+        m = int(rows.shape[0])
+        dev = self._cp.empty((plan.copies * m, rows.shape[1]), dtype=np.uint32)
+        if m == 0:
+            return dev
+        dev[:m].set(rows, stream=self._key_stream)
+        if plan.copies == 1:
+            return dev
+        from cuzk.prover import native_msm
+
+        threads = os.cpu_count() or 1
+        for lo in range(0, m, TABLE_CHUNK_ROWS):
+            hi = min(m, lo + TABLE_CHUNK_ROWS)
+            copies = native_msm.fill_copies(rows[lo:hi], plan.copies, plan.shift, threads)
+            for j in range(1, plan.copies):
+                dev[j * m + lo:j * m + hi].set(copies[j - 1], stream=self._key_stream)
+            self._key_stream.synchronize()      # the copies are read before the next chunk
+        return dev
 
     def drop_key(self, key: ProvingKey) -> None:
         """Forget the key's sections and the NTT tables no other resident key needs. A lane
@@ -843,7 +925,7 @@ class CudaBackend:
             return resident.nbytes
         rows = {s: int(_section_array(key, s).shape[0]) for s in SECTIONS}
         kept = {s: self._present_count(key, s) for s in SECTIONS}
-        return key_device_bytes(int(key.sizes.domain_size), rows, kept)
+        return key_device_bytes(int(key.sizes.domain_size), rows, kept, self.msm_table_budget)
 
     def working_bytes(self, key: ProvingKey) -> int:
         """Peak transient device bytes of one partition's GPU phase on one lane, for budgeting:
@@ -860,21 +942,30 @@ class CudaBackend:
 
     def step_estimates(self, key: ProvingKey) -> dict[str, int]:
         """Device bytes each step of :meth:`CudaLane.device_gpu_phase` needs beyond what is in
-        use when it starts: "H", and "MSM <section>" over the section's points not at infinity.
-        The domain's NTT tables are resident with the key, so H does not count them."""
+        use when it starts: "H", and "MSM <section>" over the section's points not at infinity
+        with the section's plan (its window copies are resident with the key). The domain's
+        NTT tables are resident with the key, so H does not count them."""
         from kernels.gpu.cxx_msm import G1, G2, device_bytes_estimate
 
         out = {"H": h_device_bytes(key.sizes.domain_size, twiddles=False)}
+        with self._lock:
+            resident = self._keys.get(id(key))
+        if resident is not None:
+            plans = resident.plans
+        else:
+            plans = section_plans({s: self._present_count(key, s) for s in SECTIONS},
+                                  self.msm_table_budget)
         for sec in SECTIONS:
             m = max(1, self._present_count(key, sec))
-            out[f"MSM {sec}"] = device_bytes_estimate(m, G2 if sec in G2_SECTIONS else G1)
+            out[f"MSM {sec}"] = device_bytes_estimate(m, G2 if sec in G2_SECTIONS else G1,
+                                                      plans[sec])
         return out
 
     def _present_count(self, key: ProvingKey, section: str) -> int:
         with self._lock:
             resident = self._keys.get(id(key))
         if resident is not None:
-            return int(resident.sections[section].shape[0])
+            return resident.kept[section]
         return present_rows(_section_array(key, section))
 
 

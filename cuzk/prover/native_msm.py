@@ -177,6 +177,25 @@ def build_table(points: np.ndarray, plan: TablePlan, threads: int = 1) -> Window
     return WindowTable(plan, data)
 
 
+def fill_copies(rows: np.ndarray, copies: int, shift: int, threads: int = 1) -> np.ndarray:
+    """Copies 1..copies-1 of point rows for a device window table (``kernels/gpu/cxx_msm.py``,
+    ``DevicePlan``): ``rows`` (n, 24) G1 or (n, 48) G2 uint32 affine Montgomery (all zero for
+    infinity), copy j = 2^(j * shift) * P, returned as (copies - 1, n, words). The device's shift
+    is passes * c over its own window count (255 // c + 1), not a :class:`TablePlan`'s, so the
+    extension's table_fill is called here with it directly (``threads`` threads, GIL
+    released)."""
+    if _msm is None:
+        raise RuntimeError("the native MSM extension is not built (pip install -e .)")
+    if rows.ndim != 2 or rows.shape[1] not in (24, 48):
+        raise ValueError(f"point rows must be (n, 24) or (n, 48) uint32, got {rows.shape}")
+    group = 1 if rows.shape[1] == 24 else 2
+    pts = np.ascontiguousarray(rows, dtype=np.uint32)
+    data = np.empty((copies - 1, *pts.shape), dtype=np.uint32)
+    if copies > 1 and pts.shape[0]:
+        _msm.table_fill(group, pts, data, copies, shift, max(1, threads), _field_arith == "auto")
+    return data
+
+
 def _run_table(group: int, points: np.ndarray, table: WindowTable, scalars: np.ndarray,
                threads: int) -> bytes | None:
     if _msm is None:

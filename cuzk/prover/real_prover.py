@@ -121,7 +121,7 @@ class RealProver(InProcessDevices):
 
             indices = settings.cuda_devices if settings.cuda_devices is not None else range(count)
             for i in indices:
-                device = CudaBackend(i)
+                device = CudaBackend(i, msm_precompute=settings.msm_precompute)
                 device.warmup()  # compile every kernel now, not inside the first job's GPU phase
                 self._backends[f"cuda:{i}"] = device
                 self._lanes[f"cuda:{i}"] = LanePool(
@@ -378,15 +378,20 @@ class RealProver(InProcessDevices):
         if self.name == "cpu":
             return 0
         from cuzk.formats.zkey import read_zkey
-        from cuzk.prover.cuda_backend import G1_SECTIONS, key_device_bytes, present_rows
+        from cuzk.prover.backend import DeviceMemory
+        from cuzk.prover.cuda_backend import SECTIONS, key_device_bytes, present_rows
 
         path = self._zkey_if_ready(proof_kind)
         if path is None:
             return 0
         zk = read_zkey(path, mmap=True)
-        arrays = dict(zip(G1_SECTIONS, (zk.a, zk.b1, zk.c, zk.h), strict=True))
-        return key_device_bytes(zk.domain_size, {s: int(a.shape[0]) for s, a in arrays.items()},
-                                {s: present_rows(a) for s, a in arrays.items()})
+        arrays = dict(zip(SECTIONS, (zk.a, zk.b1, zk.c, zk.h, zk.b2), strict=True))
+        rows = {s: int(a.shape[0]) for s, a in arrays.items()}
+        kept = {s: present_rows(a) for s, a in arrays.items()}
+        # each device's MSM window copies ([prover] msm_precompute), as its upload makes them
+        budgets = {getattr(b, "msm_table_budget", 0) for b in self._backends.values()
+                   if isinstance(b, DeviceMemory)} or {0}
+        return max(key_device_bytes(zk.domain_size, rows, kept, budget) for budget in budgets)
 
     def phase_prior(self, proof_kind: str) -> PhasePrior | None:
         """The kind's phases from its key's layout (no key built or generated) at the rates a

@@ -4,7 +4,11 @@ Runs on the device (CuPy arrays, :class:`~kernels.gpu.cxx_kernels.DeviceKernels`
 host twin (NumPy arrays, :class:`~kernels.gpu.cxx_kernels.HostKernels`) with the same code. The
 steps are described in ``msm.cu``: a counting sort of the signed digits into buckets (no radix
 sort), bucket sums in chunks of ``ACC_CHUNK`` records, chunk sums reduced ``RED_CHUNK`` at a time,
-per-window segment sums, and Horner's rule over the window sums on the host (arkworks).
+per-bucket-set segment sums, and Horner's rule over the set sums on the host (arkworks).
+
+A :class:`DevicePlan` says how: windows of ``c`` bits and ``copies`` of the points (a resident
+key's precomputed window table, copy j = 2^(j * passes * c) * P, :func:`device_plan`), so the
+windows share ``passes`` bucket sets; one copy is the plain MSM (a set per window).
 
 The host never waits for the device while an MSM is queued: every array is allocated at its
 bound (no zero digit, every bucket ending in a partial chunk: the sizes the memory estimate
@@ -48,6 +52,93 @@ def choose_window(m: int, scalar_bits: int = SCALAR_BITS) -> int:
         if cost < best:
             best_c, best = c, cost
     return best_c
+
+
+# The work model of one MSM: a mixed addition per (point, window) record, and about 2.8 full
+# additions per bucket of each bucket set (accumulating chunk sums and the running-sum
+# reduction); with one copy this is choose_window's nwin * (m + 1.4 * 2^c).
+BUCKET_ADDS = 2.8
+COPY_PENALTY = 0.01   # each copy beyond the first must cut the modelled work by 1% to be taken
+MAX_ROWS = (1 << 31) - 1   # a record holds the point row in 31 bits: copies * m must fit
+
+
+@dataclass(frozen=True)
+class DevicePlan:
+    """Windows of ``c`` bits over ``copies`` copies of the points (copy j = 2^(j * shift) * P,
+    copy 0 the points): window w reads copy w // passes into bucket set w % passes."""
+
+    c: int
+    copies: int = 1
+    bits: int = SCALAR_BITS
+
+    def __post_init__(self) -> None:
+        if not MIN_C <= self.c <= MAX_C:
+            raise ValueError(f"window of {self.c} bits: must be {MIN_C}..{MAX_C}")
+        if not 1 <= self.copies <= self.windows:
+            raise ValueError(f"{self.copies} copies for {self.windows} windows")
+
+    @property
+    def windows(self) -> int:
+        return num_windows(self.c, self.bits)
+
+    @property
+    def passes(self) -> int:
+        """Bucket sets: the windows each copy covers."""
+        return -(-self.windows // self.copies)
+
+    @property
+    def shift(self) -> int:
+        """Doublings between one copy and the next (``native_msm``'s table_fill shift)."""
+        return self.passes * self.c
+
+    @property
+    def half(self) -> int:
+        return 1 << (self.c - 1)
+
+    @property
+    def buckets(self) -> int:
+        return self.passes * self.half
+
+    def work(self, m: int) -> float:
+        """Modelled additions: nwin * m mixed, BUCKET_ADDS per bucket of the passes' sets."""
+        return self.windows * m + BUCKET_ADDS * self.buckets
+
+    def table_bytes(self, m: int, row_bytes: int) -> int:
+        """Device bytes of copies 1.. of m points (copy 0 is the points themselves)."""
+        return (self.copies - 1) * m * row_bytes
+
+
+def as_plan(plan: DevicePlan | int | None, m: int,
+            scalar_bits: int = SCALAR_BITS) -> DevicePlan:
+    """A plan from a plan, a window size (one copy), or None (choose_window's, one copy)."""
+    if isinstance(plan, DevicePlan):
+        return plan
+    return DevicePlan(plan or choose_window(m, scalar_bits), 1, scalar_bits)
+
+
+def device_plan(m: int, curve: Curve | None = None,
+                table_budget_bytes: int | None = 0) -> DevicePlan:
+    """The (c, copies) with the least modelled work (:meth:`DevicePlan.work`, each copy beyond
+    the first costing COPY_PENALTY) for m points whose copies 1.. fit ``table_budget_bytes``
+    ((copies - 1) * m * row bytes); 0: no table, choose_window's plan; None: no limit."""
+    m = max(1, m)
+    row = (curve or G1).affine_words * 4
+    best: tuple[float, DevicePlan] | None = None
+    for c in range(MIN_C, MAX_C + 1):
+        nwin = num_windows(c)
+        for copies in range(1, nwin + 1):
+            plan = DevicePlan(c, copies)
+            if copies > 1 and (
+                    -(-nwin // (copies - 1)) == plan.passes      # the last copy buys nothing
+                    or copies * m > MAX_ROWS
+                    or (table_budget_bytes is not None
+                        and plan.table_bytes(m, row) > table_budget_bytes)):
+                continue
+            score = plan.work(m) * (1 + COPY_PENALTY * (copies - 1))
+            if best is None or score < best[0]:
+                best = (score, plan)
+    assert best is not None
+    return best[1]
 
 
 @dataclass(frozen=True)
@@ -136,10 +227,12 @@ def xyzz_to_point(curve: Curve, p: np.ndarray) -> Any:
     return xyzz_rows_to_points(curve, np.asarray(p).reshape(1, -1))[0]
 
 
-def combine_windows(curve: Curve, sums: np.ndarray, c: int) -> Any:
-    """Horner over the window sums: sum_w 2^(c*w) * W_w (one multiply by 2^c per window)."""
+def combine_windows(curve: Curve, sums: np.ndarray, plan: DevicePlan | int) -> Any:
+    """Horner over the bucket sets' sums (one per window without a table, ``passes`` with
+    one): sum_p 2^(c*p) * S_p (one multiply by 2^c per set)."""
     from py_arkworks_bls12381 import Scalar
 
+    c = plan.c if isinstance(plan, DevicePlan) else plan
     step = Scalar(1 << c)
     acc = curve.identity()
     for point in reversed(xyzz_rows_to_points(curve, sums)):
@@ -149,8 +242,8 @@ def combine_windows(curve: Curve, sums: np.ndarray, c: int) -> Any:
 
 @dataclass(frozen=True)
 class QueuedMsm:
-    """An MSM whose device work is queued: its window sums (None: no points, the identity) in
-    the runner's memory, and the window size they are combined with."""
+    """An MSM whose device work is queued: its bucket sets' sums (None: no points, the
+    identity) in the runner's memory, and the window size they are combined with."""
 
     curve: Curve
     sums: Any
@@ -178,11 +271,12 @@ def _round_up(n: int) -> int:
     return -(-n // POOL_ROUND) * POOL_ROUND
 
 
-def device_bytes_phases(m: int, curve: Curve = G1, c: int | None = None,
+def device_bytes_phases(m: int, curve: Curve = G1, plan: DevicePlan | int | None = None,
                         scalar_bits: int = SCALAR_BITS) -> dict[str, int]:
-    """Device bytes alive in each phase of one MSM of m points beyond the resident points, each
-    allocation rounded up as the pool does, for N = windows x m records (no zero digit: the
-    bound) and P = N / ACC_CHUNK + buckets chunk sums (every bucket may end in a partial chunk).
+    """Device bytes alive in each phase of one MSM of m points beyond the resident points (and
+    their table), each allocation rounded up as the pool does, for N = windows x m records (no
+    zero digit: the bound, whatever the copies) and P = N / ACC_CHUNK + buckets chunk sums
+    (every bucket, passes x 2^(c-1) of them, may end in a partial chunk).
 
     digits: scalars, counts, offsets, chunk counts and starts, the records (the scatter);
     accumulate: scalars, records, offsets, chunk starts, cursor (the counts array), chunk sums;
@@ -190,14 +284,13 @@ def device_bytes_phases(m: int, curve: Curve = G1, c: int | None = None,
     the per-group temporaries (counts, chunk counts, and the cumsum); segments: the last round's
     sums and starts and the segment sums. Plus CuPy's scan scratch (SCRATCH_BYTES).
     """
-    c = c or choose_window(m, scalar_bits)
-    nwin = num_windows(c, scalar_bits)
-    nb = nwin * (1 << (c - 1))
-    n = nwin * m
+    pl = as_plan(plan, m, scalar_bits)
+    nb = pl.buckets
+    n = pl.windows * m
     pt = curve.xyzz_words * 4
     parts = n // ACC_CHUNK + nb
     parts2 = parts // RED_CHUNK + nb
-    nseg = nwin * ((1 << (c - 1)) // segment_size(1 << (c - 1), nwin))
+    nseg = pl.passes * (pl.half // segment_size(pl.half, pl.passes))
     r = _round_up
     scalars, u32b, u32b1 = r(m * 32), r(nb * 4), r((nb + 1) * 4)
     phases = {
@@ -209,9 +302,11 @@ def device_bytes_phases(m: int, curve: Curve = G1, c: int | None = None,
     return {k: v + SCRATCH_BYTES for k, v in phases.items()}
 
 
-def device_bytes_estimate(m: int, curve: Curve = G1, c: int | None = None) -> int:
-    """Peak device bytes of one MSM of m points beyond the resident points (for budgeting)."""
-    return max(device_bytes_phases(m, curve, c).values())
+def device_bytes_estimate(m: int, curve: Curve = G1,
+                          plan: DevicePlan | int | None = None) -> int:
+    """Peak device bytes of one MSM of m points beyond the resident points and their table
+    (for budgeting)."""
+    return max(device_bytes_phases(m, curve, plan).values())
 
 
 class CxxMsm:
@@ -228,28 +323,32 @@ class CxxMsm:
         if self.on_step is not None:
             self.on_step(name)
 
-    def window_sums(self, curve: Curve, points: Any, scalars: Any, c: int | None = None,
-                    scalar_bits: int = SCALAR_BITS) -> tuple[Any, int]:
-        """Per-window sums (nwin, xyzz words) in the runner's memory, and the window size, queued
-        without waiting for the device. ``points``: (m, affine words) uint32 Montgomery rows;
-        ``scalars``: (m, 8) uint32."""
+    def window_sums(self, curve: Curve, points: Any, scalars: Any,
+                    plan: DevicePlan | int | None = None,
+                    scalar_bits: int = SCALAR_BITS) -> tuple[Any, DevicePlan]:
+        """Per-bucket-set sums (passes, xyzz words) in the runner's memory, and the plan, queued
+        without waiting for the device. ``points``: (copies * m, affine words) uint32
+        Montgomery rows, copy 0 first (the plan's copies; a bare int or None: one copy, that
+        window size or choose_window's); ``scalars``: (m, 8) uint32."""
         xp, k = self.xp, self.k
         m = int(scalars.shape[0])
-        if int(points.shape[0]) != m:
-            raise ValueError(f"MSM size mismatch: {points.shape[0]} points, {m} scalars")
+        pl = as_plan(plan, m, scalar_bits)
+        if int(points.shape[0]) != pl.copies * m:
+            raise ValueError(f"MSM size mismatch: {points.shape[0]} points, {m} scalars"
+                             + (f" x {pl.copies} copies" if pl.copies > 1 else ""))
         if points.shape[1] != curve.affine_words:
             raise ValueError(f"{curve.name} points need {curve.affine_words} words per row, "
                              f"got {points.shape[1]}")
-        c = c or choose_window(m, scalar_bits)
-        half = 1 << (c - 1)
-        nwin = num_windows(c, scalar_bits)
-        nb = nwin * half
+        if pl.copies * m > MAX_ROWS:
+            raise ValueError(f"{pl.copies} copies of {m} points exceed {MAX_ROWS} rows")
+        c, half, nwin, passes = pl.c, pl.half, pl.windows, pl.passes
+        nb = pl.buckets
         xw = curve.xyzz_words
         records_bound = nwin * m                        # no zero digit
         parts_bound = records_bound // ACC_CHUNK + nb   # every bucket may end in a partial chunk
         self._step("start")
         counts = xp.zeros(nb, dtype=np.uint32)
-        k.launch("msm_digit_counts", m, scalars, c, nwin, counts)
+        k.launch("msm_digit_counts", m, scalars, c, nwin, passes, counts)
         offsets = _starts(xp, counts)
         self._step("count")
         chunks = counts + np.uint32(ACC_CHUNK - 1)
@@ -258,7 +357,7 @@ class CxxMsm:
         del chunks
         counts[...] = offsets[:-1]                      # the scatter's cursors
         records = xp.empty(records_bound, dtype=np.uint32)
-        k.launch("msm_digit_scatter", m, scalars, c, nwin, counts, records)
+        k.launch("msm_digit_scatter", m, scalars, c, nwin, passes, m, counts, records)
         self._step("scatter")
         del counts
         parts = xp.empty((parts_bound, xw), dtype=np.uint32)
@@ -268,19 +367,21 @@ class CxxMsm:
         del records, offsets
         held = [parts, cstart]                # _reduce owns them: each round frees the last
         del parts, cstart
-        # A bucket holds at most one record per scalar (one window per bucket set), so at most
-        # this many chunks: the rounds that bound needs, whatever the digits turn out to be.
-        parts, pstart = self._reduce(curve, held, nb, -(-m // ACC_CHUNK), parts_bound)
+        # A bucket holds at most one record per scalar and copy (a bucket set takes one window
+        # of each copy), so at most this many chunks: the rounds that bound needs, whatever the
+        # digits turn out to be.
+        parts, pstart = self._reduce(curve, held, nb, -(-pl.copies * m // ACC_CHUNK),
+                                     parts_bound)
         self._step("reduce")
-        seg = segment_size(half, nwin)
-        nseg = nwin * (half // seg)
+        seg = segment_size(half, passes)
+        nseg = passes * (half // seg)
         segs = xp.empty((nseg, xw), dtype=np.uint32)
         k.launch(f"{curve.name}_segments", nseg, parts, pstart, half, seg, segs)
         self._step("segments")
         del parts, pstart
-        sums = self._reduce_uniform(curve, segs, nwin, half // seg)
+        sums = self._reduce_uniform(curve, segs, passes, half // seg)
         self._step("windows")
-        return sums, c
+        return sums, pl
 
     def _reduce(self, curve: Curve, held: list[Any], ngroups: int, most: int,
                 bound: int) -> tuple[Any, Any]:
@@ -319,13 +420,15 @@ class CxxMsm:
             parts, per = out, n2
         return parts
 
-    def queue(self, curve: Curve, points: Any, scalars: Any, c: int | None = None,
+    def queue(self, curve: Curve, points: Any, scalars: Any,
+              plan: DevicePlan | int | None = None,
               scalar_bits: int = SCALAR_BITS) -> QueuedMsm:
-        """sum_i scalars[i] * points[i], queued: nothing waits for the device."""
+        """sum_i scalars[i] * points[i], queued: nothing waits for the device (``points``: the
+        plan's copies, copy 0 first, as :meth:`window_sums`)."""
         if int(scalars.shape[0]) == 0:
             return QueuedMsm(curve, None, 1)
-        sums, c = self.window_sums(curve, points, scalars, c, scalar_bits)
-        return QueuedMsm(curve, sums, c)
+        sums, pl = self.window_sums(curve, points, scalars, plan, scalar_bits)
+        return QueuedMsm(curve, sums, pl.c)
 
     def gather(self, queued: list[QueuedMsm]) -> Any:
         """Every queued MSM's window sums in one flat array of the runner's memory (one copy
@@ -350,10 +453,11 @@ class CxxMsm:
             out.append(combine_windows(q.curve, sums, q.c))
         return out
 
-    def msm(self, curve: Curve, points: Any, scalars: Any, c: int | None = None,
-            scalar_bits: int = SCALAR_BITS) -> Any:
-        """sum_i scalars[i] * points[i] as an arkworks point of ``curve`` (waits for it)."""
-        queued = [self.queue(curve, points, scalars, c, scalar_bits)]
+    def msm(self, curve: Curve, points: Any, scalars: Any,
+            plan: DevicePlan | int | None = None, scalar_bits: int = SCALAR_BITS) -> Any:
+        """sum_i scalars[i] * points[i] as an arkworks point of ``curve`` (waits for it;
+        ``points``: the plan's copies, copy 0 first, as :meth:`window_sums`)."""
+        queued = [self.queue(curve, points, scalars, plan, scalar_bits)]
         flat = self.gather(queued)
         host = None if flat is None else self.k.to_host(flat)
         result = self.combine(queued, host)[0]

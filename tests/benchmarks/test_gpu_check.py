@@ -40,6 +40,12 @@ def test_msm_section_matches_on_the_cpu_runtime(check):
         assert v["cxx_portable"]["match"] is True
         assert set(v["cxx_portable"]["steps_ms"]) >= {"count", "accumulate", "windows"}
     assert res["2^3"]["g2"]["match"] is True and "g2" not in res["2^6"]
+    for log_m, v in (("3", res["2^3"]), ("6", res["2^6"])):   # beside them, the tabled plan
+        tab = v["tabled_portable"]
+        assert tab["match"] is True and tab["plan"]["copies"] > 1, (log_m, tab)
+        assert tab["table_bytes"] <= tab["table_budget_bytes"] == 8 * 96 * (1 << int(log_m))
+        assert tab["modelled_work_ratio"] < 1
+        assert set(tab["steps_ms"]) >= {"count", "accumulate", "windows"}
 
 
 def test_proof_section_verifies_on_the_cpu_runtime(check, tmp_path):

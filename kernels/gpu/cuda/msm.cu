@@ -7,20 +7,25 @@
 //   function host_<name> running the same per-thread body in a loop, for the CPU tests.
 //
 // The MSM (driven by kernels/gpu/cxx_msm.py), for m points, windows of c bits, nwin windows and
-// nb = 2^(c-1) buckets per window (signed digits in [-2^(c-1), 2^(c-1)], zero digits dropped):
+// half = 2^(c-1) buckets per bucket set (signed digits in [-2^(c-1), 2^(c-1)], zero digits
+// dropped). The points may come with precomputed copies (a resident key's window table): rows
+// j*m .. j*m + m-1 hold copy j = 2^(j * passes * c) * P, copy 0 the points themselves. Window
+// w then uses copy j = w / passes and bucket set p = w % passes, so the nwin windows share
+// passes = ceil(nwin / copies) bucket sets (one copy: passes = nwin, each window its own set).
 // 1. msm_digit_counts: per (scalar, window) with a non-zero digit, counts[key] += 1 (key =
-//    window * nb + |digit| - 1); warp-aggregated atomics, so a hot bucket (scalar 1 is common
+//    p * half + |digit| - 1); warp-aggregated atomics, so a hot bucket (scalar 1 is common
 //    in witnesses) costs one atomic per warp, not per thread.
 // 2. the host scans the counts into bucket offsets (a counting sort: no radix sort of records).
-// 3. msm_digit_scatter: the same digits again, each record (sign << 31 | point index) written at
-//    its bucket's cursor. Order inside a bucket does not matter to a sum.
+// 3. msm_digit_scatter: the same digits again, each record (sign << 31 | point row j*m + i)
+//    written at its bucket's cursor. Order inside a bucket does not matter to a sum.
 // 4. <curve>_accumulate: each bucket's run is cut into chunks of at most K records, one thread
 //    per chunk sums its points (mixed XYZZ additions), so a huge bucket is spread over many
 //    threads; a thread finds its bucket by binary search in the chunk starts.
 // 5. <curve>_reduce: the same cut over chunk sums (full additions) until one sum per bucket.
-// 6. <curve>_segments: per window, segments of buckets; one thread per segment computes
+// 6. <curve>_segments: per bucket set, segments of buckets; one thread per segment computes
 //    sum (b + 1) * B_b over its buckets with the running-sum trick plus lo * sum B_b.
-// 7. <curve>_reduce again sums the segments of each window; the nwin window sums go to the host.
+// 7. <curve>_reduce again sums the segments of each set; the passes set sums go to the host,
+//    which combines them by Horner's rule (a factor 2^c between sets).
 #include "bls12_381.cuh"
 #include "xyzz.cuh"
 
@@ -31,8 +36,9 @@
 // -------------------------------------------------------------------------------- digits
 
 // The signed digit of scalar i in window w (scalars: normal form, 8 u32 limbs each), carrying
-// into the next window. Returns false for a zero digit.
-CZ_HD bool msm_digit(const u32* scalars, u32 i, u32 w, u32 c, u32& carry, u32& key, u32& neg) {
+// into the next window; its bucket key in bucket set p. Returns false for a zero digit.
+CZ_HD bool msm_digit(const u32* scalars, u32 i, u32 w, u32 c, u32 p, u32& carry, u32& key,
+                     u32& neg) {
     const u32 half = 1u << (c - 1);
     const u32 full = 1u << c;
     const u32 off = w * c;
@@ -53,7 +59,7 @@ CZ_HD bool msm_digit(const u32* scalars, u32 i, u32 w, u32 c, u32& carry, u32& k
         carry = 0;
     }
     if (d == 0) return false;
-    key = w * half + d - 1;
+    key = p * half + d - 1;
     return true;
 }
 
@@ -79,24 +85,31 @@ inline u32 warp_claim(u32* counter, u32 key, bool live) {
 }
 #endif
 
-CZ_HD void digit_counts_body(u32 i, bool live, const u32* scalars, u32 c, u32 nwin,
+// Window w of a scalar reads copy j = w / passes of its point (row j * m + i) into bucket set
+// p = w % passes; j and p are stepped along with w (no division).
+CZ_HD void digit_counts_body(u32 i, bool live, const u32* scalars, u32 c, u32 nwin, u32 passes,
                              u32* counts) {
-    u32 carry = 0;
+    u32 carry = 0, p = 0;
     for (u32 w = 0; w < nwin; w++) {
         u32 key = 0, neg = 0;
-        const bool nz = live && msm_digit(scalars, i, w, c, carry, key, neg);
+        const bool nz = live && msm_digit(scalars, i, w, c, p, carry, key, neg);
         warp_claim(counts, key, nz);
+        if (++p == passes) p = 0;
     }
 }
 
-CZ_HD void digit_scatter_body(u32 i, bool live, const u32* scalars, u32 c, u32 nwin,
-                              u32* cursor, u32* records) {
-    u32 carry = 0;
+CZ_HD void digit_scatter_body(u32 i, bool live, const u32* scalars, u32 c, u32 nwin, u32 passes,
+                              u32 m, u32* cursor, u32* records) {
+    u32 carry = 0, p = 0, row = i;
     for (u32 w = 0; w < nwin; w++) {
         u32 key = 0, neg = 0;
-        const bool nz = live && msm_digit(scalars, i, w, c, carry, key, neg);
+        const bool nz = live && msm_digit(scalars, i, w, c, p, carry, key, neg);
         const u32 pos = warp_claim(cursor, key, nz);
-        if (nz) records[pos] = (neg << 31) | i;
+        if (nz) records[pos] = (neg << 31) | row;
+        if (++p == passes) {
+            p = 0;
+            row += m;
+        }
     }
 }
 
@@ -162,7 +175,7 @@ CZ_HD void reduce_body(u32 j, const u32* parts, const u32* pstart, const u32* ns
     acc.store(out + (u64)j * XW);
 }
 
-// Segment j of the buckets (seg buckets of one window): sum_{b in seg} (b + 1) * B_b, where
+// Segment j of the buckets (seg buckets of one bucket set): sum_{b in seg} (b + 1) * B_b, where
 // bucket b (digit b + 1) holds parts[pstart[b]] when pstart[b + 1] > pstart[b], else nothing.
 template <class E>
 CZ_HD void segments_body(u32 j, const u32* parts, const u32* pstart, u32 nb, u32 seg,
@@ -226,11 +239,13 @@ CZ_HD void field_ops_body(u32 i, u32 n, const u32* a, const u32* b, u32* out) {
 #endif
 #define P(...) __VA_ARGS__
 
-WARP_KERNEL(msm_digit_counts, P(const u32* scalars, u32 c, u32 nwin, u32* counts),
-            digit_counts_body(j, live, scalars, c, nwin, counts))
+WARP_KERNEL(msm_digit_counts,
+            P(const u32* scalars, u32 c, u32 nwin, u32 passes, u32* counts),
+            digit_counts_body(j, live, scalars, c, nwin, passes, counts))
 WARP_KERNEL(msm_digit_scatter,
-            P(const u32* scalars, u32 c, u32 nwin, u32* cursor, u32* records),
-            digit_scatter_body(j, live, scalars, c, nwin, cursor, records))
+            P(const u32* scalars, u32 c, u32 nwin, u32 passes, u32 m, u32* cursor,
+              u32* records),
+            digit_scatter_body(j, live, scalars, c, nwin, passes, m, cursor, records))
 
 #define CURVE_KERNELS(prefix, E)                                                               \
     GRID_KERNEL(prefix##_accumulate,                                                           \

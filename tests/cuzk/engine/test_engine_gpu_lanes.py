@@ -29,8 +29,9 @@ class RecordingDevice:
 
     instances: ClassVar[list[RecordingDevice]] = []
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, index: int, msm_precompute: str = "off") -> None:
         self.device = f"cuda:{index}"
+        self.msm_table_budget = cuda_backend.msm_table_budget(msm_precompute, 1 << 34)
         self.device_index = index
         self.uploads: list[int] = []
         self.budget: MemoryBudget | None = None
@@ -46,10 +47,10 @@ class RecordingDevice:
         return lane
 
     def key_device_bytes(self, key) -> int:
-        arrays = {s: key.g1_section_array(s) for s in cuda_backend.G1_SECTIONS}
+        arrays = {s: cuda_backend._section_array(key, s) for s in cuda_backend.SECTIONS}
         return cuda_backend.key_device_bytes(
             key.sizes.domain_size, {s: int(a.shape[0]) for s, a in arrays.items()},
-            {s: cuda_backend.present_rows(a) for s, a in arrays.items()})
+            {s: cuda_backend.present_rows(a) for s, a in arrays.items()}, self.msm_table_budget)
 
     def upload_key(self, key) -> int:
         held = self.budget.reserved_by_consumer().get(CONSUMER, 0) if self.budget else -1
@@ -126,6 +127,26 @@ def test_device_bytes_come_from_the_zkey_before_loading_and_the_upload_after_res
     assert device.uploads == [handle.device_bytes]    # held in full when the upload ran
     res.close()
     residency.release(slot)
+
+
+def test_device_window_tables_are_in_the_hint_and_the_loaded_figure(cuda_prover, monkeypatch):
+    """[prover] msm_precompute reaches each device: with "on" the zkey's hint (B2 included)
+    counts the MSM window copies, equals what the loaded key reports, and exceeds "off"'s."""
+    from cuzk.prover import native_msm
+
+    if not native_msm.available():
+        pytest.skip("no native extension: no window tables")
+    prover, _ = cuda_prover
+    off = prover.key_device_bytes_hint(KIND)
+    settings = EngineSettings(backend="cuda", proof_kinds=default_proof_kinds(),
+                              keys_dir=KEYS_DIR, msm_precompute="on")
+    tabled = real_prover.RealProver(settings)
+    device = RecordingDevice.instances[-1]
+    assert device.msm_table_budget is None
+    hint = tabled.key_device_bytes_hint(KIND)
+    handle = tabled.load_key(KIND)
+    assert hint == handle.device_bytes > off
+    tabled.unload_key(handle)
 
 
 def test_a_device_too_small_for_the_key_is_refused_before_anything_is_uploaded(cuda_prover):

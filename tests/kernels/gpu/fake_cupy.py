@@ -158,7 +158,7 @@ def fake_cupy(pool: Pool) -> types.ModuleType:
     return cp
 
 
-def install(monkeypatch) -> tuple[object, Pool]:
+def install(monkeypatch, msm_precompute: str = "off") -> tuple[object, Pool]:
     """CudaBackend(0) over the fake CuPy, kernels on the CPU executor: (backend, pool)."""
     import sys
 
@@ -176,7 +176,7 @@ def install(monkeypatch) -> tuple[object, Pool]:
     monkeypatch.setattr(cuda_backend, "_make_msm", lambda cp, stream: CxxMsm(host_kernels(), cp))
     monkeypatch.setattr(cuda_backend.CudaBackend, "_device",
                         lambda self: contextlib.nullcontext())
-    return cuda_backend.CudaBackend(0), pool
+    return cuda_backend.CudaBackend(0, msm_precompute=msm_precompute), pool
 
 
 def groth16_key(n_vars: int, n_public: int, log_n: int, seed: int | None = None):

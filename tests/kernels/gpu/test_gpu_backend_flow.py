@@ -177,3 +177,72 @@ def test_working_bytes_counts_the_compacted_sections_and_what_stays_resident(fak
     held = (32 + 30) * 32
     assert backend.working_bytes(key) == before == max(
         30 * 32 + steps["H"], held + max(v for k, v in steps.items() if k != "H"))
+
+
+def test_upload_with_window_tables_and_a_phase_equal_to_the_cpu(monkeypatch):
+    """msm_precompute = "on": each section is uploaded with its plan's window copies (copy j =
+    2^(j * shift) * P of the kept points, built by the native extension), the bytes are the
+    figure key_device_bytes gave before the upload, the step estimates use the plans, and the
+    GPU phase's five sums equal the CPU backend's."""
+    from cuzk.prover import native_msm
+    from cuzk.prover.cpu_backend import CpuBackend
+    from cuzk.prover.groth16 import gpu_phase
+    from kernels.gpu.cxx_msm import G1, G2, device_bytes_estimate
+
+    if not native_msm.available():
+        pytest.skip("the native extension builds the copies")
+    backend, _ = install(monkeypatch, "on")
+    assert backend.msm_table_budget is None
+    n_vars, n_public, log_n = 40, 2, 5
+    key, group = groth16_key(n_vars, n_public, log_n)
+    expected = backend.key_device_bytes(key)
+    nbytes = backend.upload_key(key)
+    assert nbytes == expected == backend.resident_bytes()
+    resident = backend._keys[id(key)]
+    plain = cuda_backend.key_device_bytes(1 << log_n, resident.rows, resident.kept)
+    tables = 0
+    for sec, plan in resident.plans.items():
+        m = resident.kept[sec]
+        words = 48 if sec == "B2" else 24
+        assert resident.sections[sec].shape == (plan.copies * m, words)
+        tables += (plan.copies - 1) * m * words * 4
+    assert any(p.copies > 1 for p in resident.plans.values())
+    assert nbytes == plain + tables
+    # copy 1 of H is 2^shift times copy 0
+    h = resident.sections["H"]
+    plan = resident.plans["H"]
+    m = resident.kept["H"]
+    if plan.copies > 1:
+        f = Scalar(pow(2, plan.shift, R))
+        assert np.array_equal(np.asarray(h[m:2 * m]),
+                              g1_to_affine_mont([p * f for p in group["H"]]).reshape(m, 24))
+    steps = backend.step_estimates(key)
+    assert steps["MSM H"] == device_bytes_estimate(m, G1, plan)
+    assert steps["MSM B2"] == device_bytes_estimate(resident.kept["B2"], G2,
+                                                    resident.plans["B2"])
+
+    rng = random.Random(12)
+    n = 1 << log_n
+    w = ints_to_array([1] + [rng.randrange(R) for _ in range(n_vars - 1)], 8)
+    a, b, c = (FR.to_mont(FR.from_ints([rng.randrange(R) for _ in range(n)])) for _ in range(3))
+    synth = SimpleNamespace(abc=(a, b, c), witness=w)
+    out = gpu_phase(key, synth, backend)
+    cpu = gpu_phase(key, SimpleNamespace(abc=(a, b, c), witness=w), CpuBackend())
+    assert (out.a, out.b1, out.c, out.h) == (cpu.a, cpu.b1, cpu.c, cpu.h)
+    assert out.b2 == key.msm_b2(w)
+
+
+def test_auto_tables_fit_the_device_share_and_off_has_none(monkeypatch):
+    from cuzk.settings_schema import MSM_PRECOMPUTE_BUDGET_SHARE
+
+    backend, _ = install(monkeypatch, "auto")
+    total = 2 << 30                                       # the fake device's memory
+    assert backend.msm_table_budget == total // MSM_PRECOMPUTE_BUDGET_SHARE
+    assert cuda_backend.msm_table_budget("off", total) == 0
+    with pytest.raises(ValueError, match="msm_precompute"):
+        cuda_backend.msm_table_budget("always", total)
+    kept = {"A": 1 << 20, "B1": 1 << 20, "C": 1 << 20, "H": 1 << 21, "B2": 1 << 20}
+    plans = cuda_backend.section_plans(kept, 1 << 30)
+    assert sum((p.copies - 1) * kept[s] * (192 if s == "B2" else 96)
+               for s, p in plans.items()) <= 1 << 30
+    assert all(p.copies == 1 for p in cuda_backend.section_plans(kept, 0).values())

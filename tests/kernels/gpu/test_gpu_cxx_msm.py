@@ -109,7 +109,7 @@ def _case(curve, m: int, scalars: list[int], seed: int, distinct: int = 8):
 def _run(kernels, curve, m, scalars, seed, c=None, distinct=8):
     rows, sc, expected = _case(curve, m, scalars, seed, distinct)
     xp = kernels.xp
-    got = CxxMsm(kernels).msm(curve, xp.asarray(rows), xp.asarray(sc), c=c)
+    got = CxxMsm(kernels).msm(curve, xp.asarray(rows), xp.asarray(sc), plan=c)
     assert got == expected
 
 
@@ -158,7 +158,7 @@ def check_doubling_and_cancellation(kernels, curve) -> None:
     # bucket 5: p+p (a doubling) +p -p -p -p = 0; bucket 9: gen - gen = 0; bucket 6: 2p
     expected = p * Scalar(12) + gen * Scalar(7)
     xp = kernels.xp
-    got = CxxMsm(kernels).msm(curve, xp.asarray(rows), xp.asarray(ints_to_array(sc, 8)), c=4)
+    got = CxxMsm(kernels).msm(curve, xp.asarray(rows), xp.asarray(ints_to_array(sc, 8)), plan=4)
     assert got == expected
 
 
@@ -198,6 +198,146 @@ def test_msm_rejects_mismatched_inputs(kernels):
         CxxMsm(kernels).msm(G2, rows, sc)
 
 
+# ------------------------------------------------------------------ window tables (copies)
+
+def _tabled_case(curve, plan, seed: int):
+    """Points (repeated ones, points at infinity) with the plan's copies made by arkworks (copy
+    j = 2^(j * shift) * P, independent of the native table builder) and scalars where the top
+    signed digit carries into the last window, zeros, r - 1, values near 2^254 and 2^255."""
+    rng = random.Random(seed)
+    gen = G1Point() if curve is G1 else G2Point()
+    base = [gen * Scalar(rng.randrange(1, R)) for _ in range(6)]
+    pts = [base[i % 6] for i in range(20)] + [curve.identity()] * 3 + [base[0], -base[0]]
+    c = plan.c
+    half = 1 << (c - 1)
+    sc = [R - 1, (1 << 255) - 1, 1 << 254, (1 << 254) + rng.randrange(1 << 200),
+          (1 << 255) - (1 << 200), half << (c * (plan.windows - 2)), 0, 0, 1, R - 2]
+    sc += [sum(half << (c * w) for w in range(k)) % R for k in (1, 2, plan.windows - 1)]
+    while len(sc) < len(pts):
+        sc.append(rng.randrange(R))
+    sc[-2:] = [5, 5]                             # P and -P at the same scalar cancel
+    conv = g1_to_mont_array if curve is G1 else g2_to_mont_array
+    words = curve.affine_words
+    copies = []
+    for j in range(plan.copies):
+        f = Scalar(pow(2, j * plan.shift, R))
+        copies.append(conv(BLS12_381, [p * f for p in pts]).reshape(len(pts), words))
+    expected = curve.identity()
+    for p, s in zip(pts, sc, strict=True):
+        if s % R:
+            expected = expected + p * Scalar(s % R)
+    return np.ascontiguousarray(np.concatenate(copies)), ints_to_array(sc, 8), expected
+
+
+TABLED = [(5, 1), (5, 2), (5, 5), (5, 52), (13, 3), (13, 20), (16, 4)]
+
+
+def check_tabled(kernels, curve, c: int, copies: int) -> None:
+    plan = cxx_msm.DevicePlan(c, copies)
+    rows, sc, expected = _tabled_case(curve, plan, seed=c * 100 + copies)
+    xp = kernels.xp
+    eng = CxxMsm(kernels)
+    sums, got_plan = eng.window_sums(curve, xp.asarray(rows), xp.asarray(sc), plan)
+    assert got_plan == plan and sums.shape == (plan.passes, curve.xyzz_words)
+    assert eng.msm(curve, xp.asarray(rows), xp.asarray(sc), plan) == expected
+
+
+@pytest.mark.parametrize("curve", [G1, G2], ids=["g1", "g2"])
+@pytest.mark.parametrize("c,copies", TABLED)
+def test_tabled_msm_matches_arkworks(kernels, curve, c, copies):
+    """copies = 1 (today's MSM), 2, copies not dividing the windows (52 / 5, 20 / 3), and one
+    bucket set for all windows (passes = 1)."""
+    plan = cxx_msm.DevicePlan(c, copies)
+    assert plan.windows == 255 // c + 1
+    if (c, copies) == (5, 5) or (c, copies) == (13, 3):
+        assert plan.windows % copies and plan.passes * copies > plan.windows
+    check_tabled(kernels, curve, c, copies)
+
+
+def test_tabled_msm_hot_bucket_and_empty(kernels, monkeypatch):
+    """A hot bucket over chunks and rounds with a table; all-zero scalars give the identity."""
+    monkeypatch.setattr(cxx_msm, "ACC_CHUNK", 4)
+    monkeypatch.setattr(cxx_msm, "RED_CHUNK", 2)
+    plan = cxx_msm.DevicePlan(6, 3)
+    rows, _, _ = _tabled_case(G1, plan, seed=1)
+    m = rows.shape[0] // 3
+    eng = CxxMsm(kernels)
+    assert eng.msm(G1, rows, ints_to_array([0] * m, 8), plan) == G1Point.identity()
+    sc = [1] * (m - 1) + [(1 << 254) | 1]
+    gen = G1Point()
+    got = eng.msm(G1, rows, ints_to_array(sc, 8), plan)
+    rng = random.Random(1)                       # _tabled_case's points, these scalars
+    base = [gen * Scalar(rng.randrange(1, R)) for _ in range(6)]
+    pts = [base[i % 6] for i in range(20)] + [G1Point.identity()] * 3 + [base[0], -base[0]]
+
+    def want(scalars):
+        acc = G1Point.identity()
+        for p, s in zip(pts, scalars, strict=True):
+            acc = acc + p * Scalar(s % R)
+        return acc
+
+    assert got == want(sc)
+    # digit 1 in every window but the last: bucket 1 of each set takes one record per copy
+    # and scalar (3m records, more chunks than m alone bounds: the reduction needs the rounds
+    # of copies * m)
+    every = sum(1 << (plan.c * w) for w in range(plan.windows - 1))
+    sc = [every] * m
+    assert eng.msm(G1, rows, ints_to_array(sc, 8), plan) == want(sc)
+
+
+def test_tabled_msm_rejects_points_without_their_copies(kernels):
+    plan = cxx_msm.DevicePlan(5, 4)
+    rows, sc, _ = _tabled_case(G1, plan, seed=2)
+    with pytest.raises(ValueError, match="x 4 copies"):
+        CxxMsm(kernels).msm(G1, rows[: rows.shape[0] // 2], sc, plan)
+
+
+def test_device_plan_choices_and_budget():
+    """Budget 0 is today's plan (choose_window, one copy); a budget bounds the copies; more
+    budget never models more work; copies never exceed what cuts a pass."""
+    for log_m in (10, 16, 18, 20, 22):
+        m = 1 << log_m
+        plain = cxx_msm.device_plan(m, G1, 0)
+        assert plain == cxx_msm.DevicePlan(cxx_msm.choose_window(m), 1)
+        last = plain.work(m)
+        for factor in (1, 2, 4, 8, 16):
+            budget = factor * m * 96
+            plan = cxx_msm.device_plan(m, G1, budget)
+            assert plan.table_bytes(m, 96) <= budget
+            assert plan.copies == 1 or -(-plan.windows // (plan.copies - 1)) > plan.passes
+            assert plan.work(m) <= last
+            last = plan.work(m)
+        assert cxx_msm.device_plan(m, G1, 8 * m * 96).work(m) < 0.9 * plain.work(m)
+        g2 = cxx_msm.device_plan(m, G2, 8 * m * 96)          # G2 rows are twice as wide
+        assert g2.table_bytes(m, 192) <= 8 * m * 96
+    unlimited = cxx_msm.device_plan(1 << 20, G1, None)
+    assert unlimited.copies > 1 and unlimited.work(1 << 20) <= cxx_msm.device_plan(
+        1 << 20, G1, 8 << 20 << 7).work(1 << 20)
+    p = cxx_msm.DevicePlan(13, 3)
+    assert (p.windows, p.passes, p.shift, p.buckets) == (20, 7, 91, 7 * 4096)
+    with pytest.raises(ValueError):
+        cxx_msm.DevicePlan(13, 21)
+
+
+def test_native_fill_copies_match_arkworks():
+    from cuzk.prover import native_msm
+
+    if not native_msm.available():
+        pytest.skip("native MSM extension not built")
+    rng = random.Random(6)
+    for curve, conv, gen in ((G1, g1_to_mont_array, G1Point()), (G2, g2_to_mont_array,
+                                                                 G2Point())):
+        pts = [gen * Scalar(rng.randrange(1, R)) for _ in range(5)] + [curve.identity()]
+        rows = conv(BLS12_381, pts).reshape(len(pts), curve.affine_words)
+        plan = cxx_msm.DevicePlan(7, 5)
+        got = native_msm.fill_copies(rows, plan.copies, plan.shift, threads=2)
+        assert got.shape == (4, len(pts), curve.affine_words)
+        for j in range(1, plan.copies):
+            f = Scalar(pow(2, j * plan.shift, R))
+            want = conv(BLS12_381, [p * f for p in pts]).reshape(len(pts), curve.affine_words)
+            assert np.array_equal(got[j - 1], want)
+
+
 def test_memory_estimate_bounds_every_phase():
     """The estimate covers the largest phase, grows with m, and G2's sums are twice G1's."""
     for m in (1, 1000, 1 << 16, 1 << 20):
@@ -210,30 +350,35 @@ def test_memory_estimate_bounds_every_phase():
 
 @pytest.mark.parametrize("curve", [G1, G2], ids=["g1", "g2"])
 @pytest.mark.parametrize("acc_chunk", [4, 64])
-def test_memory_estimate_bounds_what_the_driver_allocates(kernels, curve, acc_chunk, monkeypatch):
+@pytest.mark.parametrize("table", [0, 8], ids=["plain", "tabled"])
+def test_memory_estimate_bounds_what_the_driver_allocates(kernels, curve, acc_chunk, table,
+                                                          monkeypatch):
     """Every array one MSM allocates (NumPy here, traced by tracemalloc the way the device pool
     counts its blocks) fits the estimate's arrays (the estimate less CuPy's own scratch, less
     the caller's scalars), and the estimate is not loose beyond a small factor. Full-size
     scalars leave no zero digit: the record count is the bound the estimate assumes. Small
-    chunks force reduction rounds (each round's input is freed once the next exists)."""
+    chunks force reduction rounds (each round's input is freed once the next exists). Tabled:
+    the plan a budget of 8x the points picks (fewer bucket sets; the copies are resident)."""
     import tracemalloc
 
     monkeypatch.setattr(cxx_msm, "ACC_CHUNK", acc_chunk)
     m = 1 << 11
     rng = np.random.default_rng(1)
     rows, _, _ = _case(curve, 4, [1, 2, 3, 4], seed=3)
-    points = np.ascontiguousarray(np.tile(rows, (m // 4, 1)))
+    plan = cxx_msm.device_plan(m, curve, table * m * curve.affine_words * 4)
+    assert (plan.copies > 1) == (table > 0)
+    points = np.ascontiguousarray(np.tile(rows, (plan.copies * m // 4, 1)))
     sc = rng.integers(0, 1 << 32, size=(m, 8), dtype=np.uint64).astype(np.uint32)
     sc[:, 7] &= 0x3FFFFFFF
     eng = CxxMsm(kernels)
     tracemalloc.start()
     try:
         base = tracemalloc.get_traced_memory()[0]
-        eng.window_sums(curve, points, sc)
+        eng.window_sums(curve, points, sc, plan)
         peak = tracemalloc.get_traced_memory()[1] - base
     finally:
         tracemalloc.stop()
-    arrays = cxx_msm.device_bytes_estimate(m, curve) - cxx_msm.SCRATCH_BYTES - m * 32
+    arrays = cxx_msm.device_bytes_estimate(m, curve, plan) - cxx_msm.SCRATCH_BYTES - m * 32
     assert peak <= arrays <= 3 * peak, (peak, arrays)
 
 

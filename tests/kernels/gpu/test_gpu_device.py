@@ -341,3 +341,5 @@ def test_device_cxx_msm_edge_cases(cxx_kernels, curve, monkeypatch):
     cxx_cases.check_top_signed_digit(cxx_kernels, curve)
     cxx_cases.check_doubling_and_cancellation(cxx_kernels, curve)
     cxx_cases.check_hot_bucket(cxx_kernels, curve, monkeypatch)
+    for c, copies in cxx_cases.TABLED:          # window copies: 1, 2, not dividing, all
+        cxx_cases.check_tabled(cxx_kernels, curve, c, copies)
