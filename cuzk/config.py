@@ -329,8 +329,9 @@ class ProverConfig(Section):
         'proof per process, builds them only when "on": the build costs more than one proof '
         "saves. On a CUDA device the tables are device memory instead, built at key upload "
         "(the key's device bytes count them): "
-        '"on" = each section\'s best plan, "auto" = at most '
-        f"1/{MSM_PRECOMPUTE_BUDGET_SHARE} of the device's memory per key.",
+        f'"on" = at most 1/{MSM_PRECOMPUTE_BUDGET_SHARE} of the device\'s memory per key; '
+        '"auto" = none on a device until a device run shows they pay (the build holds the '
+        "device at upload).",
     )
 
 

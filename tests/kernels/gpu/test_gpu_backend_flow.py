@@ -191,8 +191,10 @@ def test_upload_with_window_tables_and_a_phase_equal_to_the_cpu(monkeypatch):
 
     if not native_msm.available():
         pytest.skip("the native extension builds the copies")
+    from cuzk.settings_schema import MSM_PRECOMPUTE_BUDGET_SHARE
+
     backend, _ = install(monkeypatch, "on")
-    assert backend.msm_table_budget is None
+    assert backend.msm_table_budget == (2 << 30) // MSM_PRECOMPUTE_BUDGET_SHARE
     n_vars, n_public, log_n = 40, 2, 5
     key, group = groth16_key(n_vars, n_public, log_n)
     expected = backend.key_device_bytes(key)
@@ -232,13 +234,14 @@ def test_upload_with_window_tables_and_a_phase_equal_to_the_cpu(monkeypatch):
     assert out.b2 == key.msm_b2(w)
 
 
-def test_auto_tables_fit_the_device_share_and_off_has_none(monkeypatch):
+def test_on_tables_fit_the_device_share_and_auto_and_off_have_none(monkeypatch):
     from cuzk.settings_schema import MSM_PRECOMPUTE_BUDGET_SHARE
 
-    backend, _ = install(monkeypatch, "auto")
+    backend, _ = install(monkeypatch, "on")
     total = 2 << 30                                       # the fake device's memory
     assert backend.msm_table_budget == total // MSM_PRECOMPUTE_BUDGET_SHARE
     assert cuda_backend.msm_table_budget("off", total) == 0
+    assert cuda_backend.msm_table_budget("auto", total) == 0   # unmeasured on a device
     with pytest.raises(ValueError, match="msm_precompute"):
         cuda_backend.msm_table_budget("always", total)
     kept = {"A": 1 << 20, "B1": 1 << 20, "C": 1 << 20, "H": 1 << 21, "B2": 1 << 20}
