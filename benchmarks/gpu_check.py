@@ -698,12 +698,36 @@ def section_scale(backend: Any, logs: list[int], work_dir: Path, deadline: float
                 entry["speedup"] = round(entry["gpu_phase_cpu_s"] / entry["gpu_phase_device_s"],
                                          1)
             backend.drop_key(key)
+            if k == min(logs) and hasattr(backend, "msm_table_budget"):
+                entry["tabled"] = _tabled_phase(backend, key, synth, g_dev)
             out[f"2^{k}"] = entry
             print(f"scale 2^{k}: {entry}", flush=True)
         except Exception:
             out[f"2^{k}"] = {"error": traceback.format_exc(limit=8)}
             print(f"scale 2^{k}: FAILED\n{out[f'2^{k}']['error']}", flush=True)
     return out
+
+
+def _tabled_phase(backend: Any, key: Any, synth: Any, plain: Any) -> dict[str, Any]:
+    """The same phase on a second backend of the device with ``msm_precompute = "on"`` (window
+    copies of the key's points built at upload): the upload's cost, the phase's time and steps,
+    and whether its five sums equal the plain phase's."""
+    from cuzk.prover import gpu_phase
+
+    tabled = type(backend)(0, msm_precompute="on")
+    t0 = time.perf_counter()
+    nbytes = tabled.upload_key(key)
+    upload_s = time.perf_counter() - t0
+    try:
+        gpu_phase(key, synth, tabled)                              # warm-up
+        t0 = time.perf_counter()
+        g = gpu_phase(key, synth, tabled)
+        phase_s = time.perf_counter() - t0
+    finally:
+        tabled.drop_key(key)
+    return {"upload_s": round(upload_s, 2), "device_key_bytes": nbytes,
+            "gpu_phase_device_s": round(phase_s, 4), "device_steps_ms": dict(g.steps_ms),
+            "match": all(getattr(g, f) == getattr(plain, f) for f in ("a", "b1", "c", "h", "b2"))}
 
 
 def section_device_tests(out_dir: Path) -> dict[str, Any]:

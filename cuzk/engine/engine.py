@@ -923,7 +923,7 @@ class Engine:
         return {"proof_kind": proof_kind, "result": self.keys.evict(proof_kind)}
 
     def pause_workers(self) -> None:
-        self.pipeline.gpu_queue.pause()
+        self.pipeline.pause_workers()
         self.events.publish(WorkersPaused(True))
 
     def resume_workers(self) -> None:

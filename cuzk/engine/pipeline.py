@@ -169,6 +169,7 @@ class Pipeline:
         self._stage_lock = threading.Lock()
         self._settled = threading.Condition(self._stage_lock)  # notified as work items leave
         self.draining = False
+        self._pause_lock = threading.Lock()
         self._parked: dict[int, Partition] = {}
 
     # ---- lifecycle ---------------------------------------------------------------------------
@@ -228,6 +229,15 @@ class Pipeline:
                     return False
                 self._settled.wait(left)
         return True
+
+    def pause_workers(self) -> None:
+        """GPU workers take nothing more. During a drain, what waits for them is parked at
+        once (no worker will take it before the exit, and the drain waits for nothing parked)."""
+        with self._pause_lock:
+            self.gpu_queue.pause()
+            parked = self.gpu_queue.remove_where(lambda _: True) if self.draining else []
+        for p in parked:
+            self._park(p)
 
     def _park(self, p: Partition, current: PhaseScope | None = None) -> None:
         """Drop what a partition not yet proving holds; it stays unsettled, back in
@@ -413,9 +423,14 @@ class Pipeline:
             return self._fail(p, exc)
         if job.terminal:
             return self._abandon(p)
-        st.queued_scope = p.open_phase("queued_gpu")
-        scope.close()
-        self.gpu_queue.put(p, self.key(p))
+        with self._pause_lock:   # a pause during a drain parks what is queued (pause_workers)
+            if not (self.draining and self.gpu_queue.paused):
+                st.queued_scope = p.open_phase("queued_gpu")
+                scope.close()
+                self.gpu_queue.put(p, self.key(p))
+                return
+        # No worker will take it before the exit: parked like those already queued.
+        self._park(p, scope)
 
     # ---- GPU workers -------------------------------------------------------------------------
 

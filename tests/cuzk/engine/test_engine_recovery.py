@@ -333,6 +333,63 @@ def test_drain_finishes_work_in_flight_and_parks_the_rest_for_the_next_start(
         again.shutdown(5)
 
 
+def test_a_drain_with_the_workers_paused_parks_what_synthesis_finishes(path: Path) -> None:
+    """Workers paused, a partition in synthesis when the drain starts: it finishes synthesis
+    and is parked (no worker would take it before the exit), so the drain ends at once instead
+    of waiting out its timeout; a partition queued for a worker that a pause during the drain
+    strands is parked too. Both jobs are proven at the next start."""
+    import threading
+
+    engine, prover, _ = start(path, synthesis_threads=1)
+    engine.pause_workers()
+    queued_gpu = engine.submit("winning-post", [{"tag": "queued-gpu"}])
+    assert wait_until(lambda: engine.snapshot().queues["gpu"] == 1)
+    in_synthesis = prover.hold("synthesize", "syn")
+    synthesizing = engine.submit("window-post", [{"tag": "syn"}])
+    assert in_synthesis.wait_entered()
+    result: list[bool] = []
+    t = threading.Thread(target=lambda: result.append(engine.drain(10)))
+    t.start()
+    assert wait_until(lambda: engine.draining)
+    in_synthesis.release()
+    t.join(5)
+    assert result == [True]
+    assert (queued_gpu.state, synthesizing.state) == ("queued", "queued")
+    engine.shutdown(5)
+
+    again, _, _ = start(path)
+    try:
+        for j in (queued_gpu, synthesizing):
+            assert again.wait(j.id, 5).state == "succeeded"
+    finally:
+        again.shutdown(5)
+
+
+def test_a_pause_during_a_drain_parks_what_waits_for_a_worker(path: Path) -> None:
+    engine, prover, _ = start(path, synthesis_threads=1, gpu_workers_per_device=1,
+                              reserved_gpu_workers_per_device=0)
+    on_gpu = prover.hold("gpu", "busy")
+    busy = engine.submit("window-post", [{"tag": "busy"}])
+    assert on_gpu.wait_entered()
+    in_synthesis = prover.hold("synthesize", "next")
+    nxt = engine.submit("window-post", [{"tag": "next"}])
+    assert in_synthesis.wait_entered()
+    import threading
+
+    result: list[bool] = []
+    t = threading.Thread(target=lambda: result.append(engine.drain(10)))
+    t.start()
+    assert wait_until(lambda: engine.draining)
+    in_synthesis.release()        # workers running: "next" is queued for the busy worker
+    assert wait_until(lambda: engine.snapshot().queues["gpu"] == 1)
+    engine.pause_workers()        # ... and a pause now would strand it: parked instead
+    on_gpu.release()
+    t.join(5)
+    assert result == [True]
+    assert (busy.state, nxt.state) == ("succeeded", "queued")
+    engine.shutdown(5)
+
+
 def test_without_a_journal_shutdown_still_cancels_unfinished_jobs() -> None:
     engine, prover, _ = make_test_engine(KINDS)
     engine.start()
