@@ -255,3 +255,28 @@ def test_device_setup_works_when_the_images_python_is_itself_a_venv(tmp_path):
     probe = (tmp_path / "out" / "toolchain.txt").read_text()
     assert "import cupy image-stub" in probe and "import opentelemetry.sdk" in probe
     assert (tmp_path / "site" / "cuzk_wheel_probe.py").is_file()
+
+
+def test_the_tabled_phase_of_the_scale_section_on_the_numpy_stand_in(check, monkeypatch):
+    """The scale section's tabled run (a second backend with msm_precompute = "on") on the
+    NumPy stand-in for CuPy: its sums equal the plain phase's and its key carries the copies."""
+    import random
+    from types import SimpleNamespace
+
+    from cuzk.prover.groth16 import gpu_phase
+    from kernels.field import FR, ints_to_array
+    from tests.kernels.gpu.fake_cupy import groth16_key, install
+
+    backend, _ = install(monkeypatch)
+    key, _ = groth16_key(40, 2, 5)
+    rng = random.Random(3)
+    w = ints_to_array([1] + [rng.randrange(1 << 250) for _ in range(39)], 8)
+    a, b, c = (FR.to_mont(FR.from_ints([rng.randrange(1 << 250) for _ in range(32)]))
+               for _ in range(3))
+    synth = SimpleNamespace(abc=(a, b, c), witness=w)
+    plain_bytes = backend.upload_key(key)
+    plain = gpu_phase(key, synth, backend)
+    res = check._tabled_phase(backend, key, synth, plain)
+    assert res["match"] is True
+    assert res["device_key_bytes"] > plain_bytes
+    assert "MSM B2" in res["device_steps_ms"]
