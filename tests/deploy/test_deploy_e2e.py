@@ -297,6 +297,14 @@ def _partitions(base: str) -> dict[str, float]:
     return out
 
 
+def _engine_sum(base: str, name: str) -> float:
+    """The sum of a family's samples in the engine's own /metrics now."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return sum(sample.value for family in text_string_to_metric_families(_text(f"{base}/metrics"))
+               if family.name == name for sample in family.samples)
+
+
 def _slo_bound_s(kind: str) -> float:
     """The latency bound of ``kind`` in the shipped latency-objective recording rule."""
     expr = next(r["expr"] for r in recording_rules()
@@ -580,6 +588,12 @@ def test_engine_and_prometheus_end_to_end(stack):
     for job in _await(base, paused, left(60)):
         trace_ids.add(job["trace_id"])
     resumed_at = time.time()
+    # The slow jobs' latencies must reach the latency objective's rules before the stop below
+    # ends this process (a bound, not a hope that a scrape and an evaluation fall in between).
+    burns = [f"max(instance_proof_kind:cuzk_job_latency_slo_errors:ratio_rate{w}{sel})"
+             for w in ("1h", "6h")]
+    _wait_for("the latency objective's rules to see the slow jobs",
+              lambda: all((prom.scalar(q) or 0) > 0 for q in burns), 20, procs=(s.engine,))
 
     # 3. Engine stopped with work queued (SIGTERM drains: partitions in flight finish, the
     # rest stay in the journal): CuzkTargetDown fires. Back with a starved memory budget, it
@@ -617,11 +631,20 @@ def test_engine_and_prometheus_end_to_end(stack):
     # if a scrape falls inside a wait, which a burst leaves to chance. So hold one: with the GPU
     # workers paused, the first window-post partition keeps its reservation after synthesis and
     # the starved budget (one such partition) makes the next one wait, until a scrape sees it.
+    # The backlog panels likewise need a job waiting to start: once every synthesis thread
+    # waits for memory the next job stays queued, so submit until the engine shows one, and
+    # hold it until the backlog rules have evaluated it.
     waiters = f"sum(cuzk_memory_waiters{sel})"
+    # Over 3 s of evaluations (several samples), so the panels' 1 s steps cannot miss it.
+    rules = (f"min(min_over_time(instance:cuzk_jobs_queued:sum{sel}[3s]))",
+             f"min(min_over_time(instance:cuzk_jobs_backlog_drain:seconds{sel}[3s]))")
     _http(f"{base}/v1/workers/pause", {})
     held = [_submit(base, "window-post") for _ in range(2)]
-    _wait_for("a scrape to see a partition waiting for memory",
-              lambda: (prom.scalar(waiters) or 0) > 0, 20, procs=(s.engine,))
+    while _engine_sum(base, "cuzk_jobs_queued") == 0 and len(held) < 40:
+        held.append(_submit(base, "window-post"))
+    _wait_for("Prometheus to see partitions waiting for memory and the backlog rules a job",
+              lambda: all((prom.scalar(q) or 0) > 0 for q in (waiters, *rules)), 20,
+              procs=(s.engine,))
     _http(f"{base}/v1/workers/resume", {})
     for job in _await(base, held, left(20)):
         trace_ids.add(job["trace_id"])

@@ -57,10 +57,10 @@ STARVED_BUDGET = "37MiB"  # with the prover's runtime (20 MiB), window-post key 
 # partition: 36.2 MiB; both kinds: 43.9 MiB
 PRESSURE = "CuzkMemoryPressure"
 HOST_BOUND = "CuzkGpuStarvedByHost"
-FIRE_BOUND_S = 240  # 20 s window + 20 s for:, with room for a loaded 2-core machine
+FIRE_BOUND_S = 300  # 20 s window + 20 s for:, with room for a loaded 2-core machine
 STARVED_IN_FLIGHT = 30  # the deep backlog of issue 21: it diluted the old share rule
 HEALTHY_IN_FLIGHT = 2
-HOST_BOUND_IN_FLIGHT = 8  # keeps its one GPU worker's queue full
+HOST_BOUND_IN_FLIGHT = 16  # keeps its one GPU worker's queue full, on a loaded machine too
 NVML_RECORDING = Path(__file__).resolve().parent / "data" / "nvml_host_bound.json"
 
 
@@ -256,9 +256,8 @@ def test_memory_pressure_and_host_bound_fire_and_dashboards_see_only_engines(eng
     try:
         _wait_for(f"{PRESSURE} to fire for the starved engine and {HOST_BOUND} for the "
                   "host-bound one", fired, FIRE_BOUND_S, interval=1.0, procs=engines.procs)
-    except BaseException:
-        print(report())
-        raise
+    except pytest.fail.Exception as e:  # the figures say which alert and condition fell short
+        pytest.fail(f"{e.msg}\n{report()}")
     end = time.time()
     print(report())
     healthy_alerts = [s for s in prom.query_range(f'ALERTS{{alertname="{PRESSURE}"}}', t0, end)

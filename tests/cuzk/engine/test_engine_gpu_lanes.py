@@ -142,7 +142,9 @@ def test_device_window_tables_are_in_the_hint_and_the_loaded_figure(cuda_prover,
                               keys_dir=KEYS_DIR, msm_precompute="on")
     tabled = real_prover.RealProver(settings)
     device = RecordingDevice.instances[-1]
-    assert device.msm_table_budget is None
+    from cuzk.settings_schema import MSM_PRECOMPUTE_BUDGET_SHARE
+
+    assert device.msm_table_budget == (1 << 34) // MSM_PRECOMPUTE_BUDGET_SHARE
     hint = tabled.key_device_bytes_hint(KIND)
     handle = tabled.load_key(KIND)
     assert hint == handle.device_bytes > off
