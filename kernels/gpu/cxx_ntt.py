@@ -18,6 +18,7 @@ each (``kernels.gpu.ntt._pow_tables``: the same roots and coset generator as the
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -71,6 +72,19 @@ def h_device_bytes(n: int, tables: bool = True) -> int:
     return _round_up(n * ROW_BYTES) + (table_bytes(log_n) if tables else 0)
 
 
+@functools.cache
+def host_tables(log_n: int) -> dict[str, tuple[np.ndarray, np.ndarray, int]]:
+    """The small host tables of a domain (~sqrt(n) rows each, built by a Python loop over them,
+    cached per process): "twiddles" (lo, hi, kl) the twiddle table is built from on the device,
+    "coset" the odd-coset shift's (carrying 1/n), "inv_n" (1/n, 1/n, 0) in Montgomery form."""
+    tw = _pow_tables(BLS12_381.root_of_unity(log_n), log_n - 1)
+    coset = _pow_tables(coset_generator(log_n), log_n, pow(1 << log_n, -1, _R))
+    inv = mont(pow(1 << log_n, -1, _R))
+    for arr in (*tw[:2], *coset[:2], inv):
+        arr.setflags(write=False)
+    return {"twiddles": tw, "coset": coset, "inv_n": (inv, inv, 0)}
+
+
 class CxxNtt:
     """NTTs and H with the C++ kernels of one runner (device or host twin)."""
 
@@ -92,7 +106,7 @@ class CxxNtt:
         if self._tw is None or self._tw[1] < log_n:
             xp = self.xp
             k = log_n - 1
-            lo, hi, kl = _pow_tables(BLS12_381.root_of_unity(log_n), k)
+            lo, hi, kl = host_tables(log_n)["twiddles"]
             out = xp.empty((1 << k, LIMBS), dtype=np.uint32)
             self.k.launch("ntt_pow_table", 1 << k, xp.asarray(lo), xp.asarray(hi), kl, out)
             self._tw = (out, log_n)
@@ -102,13 +116,13 @@ class CxxNtt:
         """lo, hi, kl with g^i / n = lo[i & mask] * hi[i >> kl] (g: the odd coset's generator)."""
         if log_n not in self._coset:
             xp = self.xp
-            lo, hi, kl = _pow_tables(coset_generator(log_n), log_n, pow(1 << log_n, -1, _R))
+            lo, hi, kl = host_tables(log_n)["coset"]
             self._coset[log_n] = (xp.asarray(lo), xp.asarray(hi), kl)
         return self._coset[log_n]
 
     def _inverse_n(self, log_n: int) -> Any:
         if log_n not in self._inv_n:
-            self._inv_n[log_n] = self.xp.asarray(mont(pow(1 << log_n, -1, _R)))
+            self._inv_n[log_n] = self.xp.asarray(host_tables(log_n)["inv_n"][0])
         return self._inv_n[log_n]
 
     # -- transforms (in place on (n, 8) arrays) ---------------------------------------------
