@@ -91,7 +91,7 @@ class CxxNtt:
     def __init__(self, kernels: Any, xp: Any = None, pass_bits: int = PASS_BITS) -> None:
         if not 1 <= pass_bits <= PASS_BITS:
             raise ValueError(f"pass_bits must be in 1..{PASS_BITS}")
-        self.k = kernels
+        self.kernels = kernels
         self.xp = kernels.xp if xp is None else xp
         self.pass_bits = pass_bits
         self._tw: tuple[Any, int] | None = None
@@ -108,7 +108,7 @@ class CxxNtt:
             k = log_n - 1
             lo, hi, kl = host_tables(log_n)["twiddles"]
             out = xp.empty((1 << k, LIMBS), dtype=np.uint32)
-            self.k.launch("ntt_pow_table", 1 << k, xp.asarray(lo), xp.asarray(hi), kl, out)
+            self.kernels.launch("ntt_pow_table", 1 << k, xp.asarray(lo), xp.asarray(hi), kl, out)
             self._tw = (out, log_n)
         return self._tw
 
@@ -145,8 +145,8 @@ class CxxNtt:
             plan = plan[::-1]
         name = "ntt_dit" if dit else "ntt_dif"
         for i, (b_lo, k) in enumerate(plan):
-            self.k.launch(f"{name}{k}", (1 << log_n) >> k, x, tw, log_tw, b_lo, int(inverse),
-                          lo, hi, kl, log_n, int(coset and i == 0))
+            self.kernels.launch(f"{name}{k}", (1 << log_n) >> k, x, tw, log_tw, b_lo,
+                                int(inverse), lo, hi, kl, log_n, int(coset and i == 0))
 
     def dif(self, x: Any, inverse: bool = False) -> None:
         """Natural -> bit-reversed order, unscaled, in place."""
@@ -159,18 +159,18 @@ class CxxNtt:
     def forward(self, x: Any) -> Any:
         """Natural-order NTT (snarkjs Fr.fft): a new (n, 8) array."""
         log_n = self.log2(x)
-        y = self.xp.empty_like(x)
-        self.k.launch("ntt_bitrev", 1 << log_n, x, y, log_n)
+        y = self.xp.empty(x.shape, dtype=np.uint32)
+        self.kernels.launch("ntt_bitrev", 1 << log_n, x, y, log_n)
         self.dit(y)
         return y
 
     def inverse(self, x: Any) -> Any:
         """Natural-order inverse NTT with the 1/n scale (snarkjs Fr.ifft): a new (n, 8) array."""
         log_n = self.log2(x)
-        y = self.xp.empty_like(x)
-        self.k.launch("ntt_bitrev", 1 << log_n, x, y, log_n)
+        y = self.xp.empty(x.shape, dtype=np.uint32)
+        self.kernels.launch("ntt_bitrev", 1 << log_n, x, y, log_n)
         self.dit(y, inverse=True)
-        self.k.launch("ntt_scale", 1 << log_n, y, self._inverse_n(log_n))
+        self.kernels.launch("ntt_scale", 1 << log_n, y, self._inverse_n(log_n))
         return y
 
     def odd_coset(self, x: Any) -> None:
@@ -182,8 +182,8 @@ class CxxNtt:
 
     def join(self, a: Any, b: Any, c: Any) -> Any:
         """(n, 8) rows of from_mont(a*b - c), normal form (the H MSM's scalars)."""
-        out = self.xp.empty_like(a)
-        self.k.launch("ntt_abc", int(a.shape[0]), a, b, c, out)
+        out = self.xp.empty(a.shape, dtype=np.uint32)
+        self.kernels.launch("ntt_abc", int(a.shape[0]), a, b, c, out)
         return out
 
     def h(self, a: Any, b: Any, c: Any) -> Any:
