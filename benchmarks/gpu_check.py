@@ -513,7 +513,8 @@ class StepMeter:
         def h(key: Any, a: Any, b: Any, c: Any) -> Any:
             with self.rt.step() as mem:
                 out = h_step(key, a, b, c)
-            self._record("H", h_device_bytes(a.shape[0]), mem)
+            kind = getattr(backend, "ntt_kind", "numba")
+            self._record("H", h_device_bytes(a.shape[0], ntt=kind), mem)
             return out
 
         def msm(key: Any, section: str, scalars: Any) -> Any:
