@@ -12,7 +12,9 @@ the measured peak, or a section that did not run (see :func:`problems`).
   ntt   forward NTT (natural order, incl. the bit-reversal gather) and the H pipeline
         (3 x odd-coset NTT + joinABC) vs kernels.ntt / kernels.qap; CUDA-event and wall time;
         the numba NTT (limb-major, shared memory: the engine's default) and, under "cxx", the
-        C++ one (kernels/gpu/cxx_ntt.py, row-major, CUZK_GPU_NTT=cxx) side by side.
+        C++ one (kernels/gpu/cxx_ntt.py, row-major, CUZK_GPU_NTT=cxx) side by side, in the
+        engine's build; under "cxx_ptx" the same with the multiply inlined (when the bundle
+        has that build: the NTT's code is small, so the call may cost more than it saves).
   msm   G1 MSM with device-resident points and scalars < 2^254 vs arkworks; CUDA-event and wall
         time, device memory estimate vs measured peak. Points: P_i = (i+1) G for i < PERIOD,
         repeated beyond; scalars repeat with the same period, so the reference is
@@ -225,7 +227,10 @@ def section_ntt(rt: Any, sizes: list[int], repeats: int) -> dict[str, Any]:
 
     eng = NttEngine(rt.ex)
     variants = rt.cxx_variants()
-    cxx = CxxNtt(rt.cxx_kernels(DEFAULT_VARIANT if DEFAULT_VARIANT in variants else variants[0]))
+    engine_variant = DEFAULT_VARIANT if DEFAULT_VARIANT in variants else variants[0]
+    cxx = {"cxx": CxxNtt(rt.cxx_kernels(engine_variant))}
+    if "ptx" in variants and engine_variant != "ptx":
+        cxx["cxx_ptx"] = CxxNtt(rt.cxx_kernels("ptx"))
     xp = rt.xp
     res: dict[str, Any] = {}
     with rt.active():
@@ -250,7 +255,9 @@ def section_ntt(rt: Any, sizes: list[int], repeats: int) -> dict[str, Any]:
                   flush=True)
             del x, y, hout
             rt.release()
-            res[f"2^{log_n}"]["cxx"] = _cxx_ntt_figures(rt, cxx, a, b, c, log_n, repeats)
+            for key, cxx_eng in cxx.items():
+                res[f"2^{log_n}"][key] = _cxx_ntt_figures(rt, cxx_eng, a, b, c, log_n, repeats)
+                rt.release()
             del dev
             rt.release()
     return res
@@ -849,10 +856,13 @@ def table(report: dict[str, Any]) -> str:
                 h = v["h_pipeline"]
                 row += (f"  {_fmt(h.get('event_ms'), '.3f'):>10s} {h['wall_ms']:10.3f} "
                         f"{v['h_match']!s:>8s}")
-                x = v.get("cxx")
-                if isinstance(x, dict) and "forward" in x:
+                for key in (k for k in v if k.startswith("cxx")):
+                    x = v[key]
+                    if not (isinstance(x, dict) and "forward" in x):
+                        continue
                     f, h = x["forward"], x["h_pipeline"]
-                    row += (f"\n{'  C++':6s} {_fmt(f.get('event_ms'), '.3f'):>10s} "
+                    tag = "  C++" if key == "cxx" else "  " + key[4:]
+                    row += (f"\n{tag:6s} {_fmt(f.get('event_ms'), '.3f'):>10s} "
                             f"{f['wall_ms']:10.3f} {x['match']!s:>6s}  "
                             f"{_fmt(h.get('event_ms'), '.3f'):>10s} {h['wall_ms']:10.3f} "
                             f"{x['h_match']!s:>8s}")
@@ -938,7 +948,7 @@ def target_figures(report: dict[str, Any]) -> dict[str, Any]:
     ntt = (report.get("ntt") or {}).get("2^20")
     if isinstance(ntt, dict) and "forward" in ntt:
         # the faster correct one of the numba and C++ NTTs (both are in the report)
-        impls = [ntt, ntt.get("cxx")]
+        impls = [ntt, *(v for k, v in ntt.items() if k.startswith("cxx"))]
 
         def best(key: str, flag: str) -> float | None:
             ev = [v[key].get("event_ms") for v in impls

@@ -293,9 +293,16 @@ def test_ntt_targets_take_the_faster_correct_ntt(check):
                           "h_pipeline": {"event_ms": 4.3, "wall_ms": 5}, "h_match": True,
                           "cxx": {"forward": {"event_ms": 0.25, "wall_ms": 0.4}, "match": True,
                                   "h_pipeline": {"event_ms": 1.0, "wall_ms": 1.2},
-                                  "h_match": False}}
+                                  "h_match": False},
+                          "cxx_ptx": {"forward": {"event_ms": 0.28, "wall_ms": 0.4},
+                                      "match": True,
+                                      "h_pipeline": {"event_ms": 1.4, "wall_ms": 1.6},
+                                      "h_match": True}}
     t = check.target_figures(rep)
     assert t["ntt_2^20_ms"] == {"value": 0.25, "target": "<= 0.3", "met": True}
-    assert t["h_2^20_ms"]["value"] == 4.3 and t["h_2^20_ms"]["met"] is False
+    assert t["h_2^20_ms"] == {"value": 1.4, "target": "<= 1.5", "met": True}
     assert "ntt/2^20/cxx: h_match is false" in check.problems(rep)
-    assert "  C++" in check.table(rep)
+    text = check.table(rep)
+    assert "  C++" in text and "  ptx" in text
+    del rep["ntt"]["2^20"]["cxx_ptx"]
+    assert check.target_figures(rep)["h_2^20_ms"]["value"] == 4.3   # the mismatch never counts
