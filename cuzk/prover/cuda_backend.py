@@ -46,6 +46,7 @@ import os
 import threading
 import time
 import traceback
+import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
@@ -54,6 +55,7 @@ import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point
 
 from cuzk.errors import CuzkError
+from kernels.gpu.cxx_ntt import CxxNtt
 from kernels.gpu.ntt import NttEngine
 from kernels.gpu.runtime import simulator_enabled
 
@@ -86,14 +88,22 @@ def ntt_table_bytes(n: int) -> int:
     return (n // 2 + _pow_table_rows(log_n) + _pow_table_rows(log_n - 1)) * _FR_BYTES
 
 
-def h_device_bytes(n: int, twiddles: bool = True) -> int:
+def h_device_bytes(n: int, twiddles: bool = True, ntt: str = "numba") -> int:
     """Device bytes alive at the peak of the H step on a domain of n.
+
+    ``ntt="cxx"`` (``CUZK_GPU_NTT``): the C++ NTT transforms the uploaded rows in place, so a,
+    b, c as uploaded (3n) and the output (n), plus the tables unless resident
+    (kernels.gpu.cxx_ntt.h_device_bytes). Otherwise the numba NTT's:
 
     a, b, c as uploaded rows (3n) and limb-major copies (3n), the (n, 8) output (n) and, unless
     the domain's tables are already resident (``twiddles=False``: a key of this domain was
     uploaded), the twiddle table (n/2): 7.5 n Fr elements of 32 bytes. Plus the small power
     tables the twiddles and the coset shift are built from.
     """
+    if ntt == "cxx":
+        from kernels.gpu import cxx_ntt
+
+        return 3 * n * _FR_BYTES + cxx_ntt.h_device_bytes(n, tables=twiddles)
     half = 1 << ((max(n, 2).bit_length()) // 2 + 1)
     tables = 4 * half * _FR_BYTES
     return (7 * n + (n // 2 if twiddles else 0)) * _FR_BYTES + tables
@@ -261,6 +271,37 @@ def _make_msm(cupy: Any, stream: Any) -> Any:
     return CxxMsm(device_kernels(cupy, stream))
 
 
+# --------------------------------------------------------------------------- NTT selection
+# CUZK_GPU_NTT picks the H step's NTT: "numba" (the default) or "cxx" (kernels/gpu/cxx_ntt.py,
+# the C++ kernels over field.cuh's Fr), read once per backend. The C++ one replaces numba once a
+# device check shows it faster (issue 26, docs/gpu-check.md).
+NTT_ENV = "CUZK_GPU_NTT"
+NTT_KINDS = ("numba", "cxx")
+
+
+def configured_ntt() -> str:
+    kind = os.environ.get(NTT_ENV, "numba").strip() or "numba"
+    if kind not in NTT_KINDS:
+        raise CudaError(f"{NTT_ENV}={kind!r}: one of {', '.join(NTT_KINDS)}")
+    return kind
+
+
+def _make_cxx_kernels(cupy: Any, stream: Any) -> Any:
+    """The C++ kernels on ``stream`` for the C++ NTT (a seam: CPU tests use the host twin)."""
+    from kernels.gpu.cxx_kernels import device_kernels
+
+    return device_kernels(cupy, stream)
+
+
+def _make_ntt(kind: str, cupy: Any, stream: Any, tables: Any) -> Any:
+    """The H step's NTT on ``stream`` with the device's shared tables: what ``_h_queue`` calls
+    (``to_limb_major``, ``odd_coset``, ``ex.grid(k.abc, ...)``) and the key upload's
+    ``twiddles`` / ``coset_tables``."""
+    if kind == "cxx":
+        return _SharedTableCxxNtt(_make_cxx_kernels(cupy, stream), cupy, tables)
+    return _SharedTableNtt(_make_executor(cupy, stream), tables)
+
+
 def _make_executor(cupy: Any, stream: Any) -> Any:
     """The kernel executor on ``stream`` (a seam: the CPU flow test swaps in the CPU target)."""
     from kernels.gpu.aot import configured_bundle
@@ -350,6 +391,58 @@ class _SharedTableNtt(NttEngine):
             return t.coset[log_n]
 
 
+class _CxxGrid:
+    """``ex.grid(name, n, *args)`` over the C++ kernels: the one executor call ``_h_queue`` makes
+    (the join, ``k.abc``)."""
+
+    def __init__(self, kernels: Any) -> None:
+        self.kernels = kernels
+
+    def grid(self, name: str, n: int, *args: Any) -> None:
+        self.kernels.launch(name, n, *args)
+
+    def synchronize(self) -> None:
+        self.kernels.synchronize()
+
+
+class _SharedTableCxxNtt(CxxNtt):
+    """The C++ NTT (``CUZK_GPU_NTT=cxx``) as ``_h_queue`` calls it, its tables in the device's
+    :class:`_NttTables` (row-major (n/2, 8) twiddles: the same bytes as numba's). Arrays stay
+    row-major: ``to_limb_major`` is the identity and ``odd_coset`` transforms the uploaded rows
+    in place."""
+
+    def __init__(self, kernels: Any, xp: Any, tables: _NttTables) -> None:
+        super().__init__(kernels, xp)
+        self._tables = tables
+        self.ex = _CxxGrid(kernels)
+        self.k = types.SimpleNamespace(abc="ntt_abc")
+
+    def to_limb_major(self, rows: Any) -> Any:
+        return rows
+
+    def twiddles(self, log_n: int) -> tuple[Any, int]:
+        t = self._tables
+        with t.lock:
+            if t.twiddles is None or t.twiddles[1] < log_n:
+                self._tw = None
+                built = super().twiddles(log_n)
+                self.kernels.synchronize()      # built before another lane's stream reads it
+                t.twiddles = built
+            self._tw = None
+            return t.twiddles
+
+    def coset_tables(self, log_n: int) -> tuple[Any, Any, int]:
+        t = self._tables
+        with t.lock:
+            if log_n not in t.coset:
+                self._coset.pop(log_n, None)
+                built = super().coset_tables(log_n)
+                self.kernels.synchronize()
+                t.coset[log_n] = built
+            self._coset.pop(log_n, None)
+            return t.coset[log_n]
+
+
 class CudaLane:
     """One GPU worker's way onto a device (ComputeBackend): its own compute and copy streams,
     pinned staging buffers and kernel executor, over the device's shared resident keys.
@@ -376,8 +469,7 @@ class CudaLane:
         with backend._device():
             self._compute = self._cp.cuda.Stream(non_blocking=True)
             self._copy = self._cp.cuda.Stream(non_blocking=True)
-            ex = _make_executor(self._cp, self._compute)
-            self._ntt = _SharedTableNtt(ex, backend._tables)
+            self._ntt = _make_ntt(backend.ntt_kind, self._cp, self._compute, backend._tables)
             self._msm = _make_msm(self._cp, self._compute)
         self._pinned: list[np.ndarray] = []
         self._pinned_free: list[Any] = [None, None]   # per buffer: its last copy's event
@@ -747,10 +839,11 @@ class CudaBackend:
         self._lock = threading.RLock()   # the device lock: resident keys, uploads, drops
         self._keys: dict[int, _ResidentKey] = {}
         self._tables = _NttTables()
+        self.ntt_kind = configured_ntt()     # CUZK_GPU_NTT, read once: lanes and keys share it
         self._lanes: list[CudaLane] = []
         with self._device():
             self._key_stream = cupy.cuda.Stream(non_blocking=True)
-            self._key_ntt = _SharedTableNtt(_make_executor(cupy, self._key_stream), self._tables)
+            self._key_ntt = _make_ntt(self.ntt_kind, cupy, self._key_stream, self._tables)
         # Per key, for its MSM window copies (msm_table_budget): fixed now, so the figure the
         # engine reserves before an upload is the one the upload makes.
         self.msm_table_budget = msm_table_budget(msm_precompute, self.memory_info()[1])
@@ -948,7 +1041,7 @@ class CudaBackend:
         NTT tables are resident with the key, so H does not count them."""
         from kernels.gpu.cxx_msm import G1, G2, device_bytes_estimate
 
-        out = {"H": h_device_bytes(key.sizes.domain_size, twiddles=False)}
+        out = {"H": h_device_bytes(key.sizes.domain_size, twiddles=False, ntt=self.ntt_kind)}
         with self._lock:
             resident = self._keys.get(id(key))
         if resident is not None:

@@ -33,7 +33,7 @@ import numpy as np
 
 CUDA_DIR = Path(__file__).resolve().parent / "cuda"
 SOURCE = CUDA_DIR / "msm.cu"
-HEADERS = ("field.cuh", "bls12_381.cuh", "xyzz.cuh")
+HEADERS = ("field.cuh", "bls12_381.cuh", "xyzz.cuh", "ntt.cuh")
 VARIANTS = ("ptx-callmul", "ptx", "portable", "ptx-rowloop", "portable-rowloop")
 VARIANT_ENV = "CUZK_GPU_FIELD"          # one of VARIANTS; DEFAULT_VARIANT when unset
 DEFAULT_VARIANT = "ptx-callmul"
@@ -44,6 +44,9 @@ KERNELS = (
     "msm_digit_counts", "msm_digit_scatter",
     "g1_accumulate", "g1_reduce", "g1_segments", "g1_field_ops",
     "g2_accumulate", "g2_reduce", "g2_segments", "g2_field_ops",
+    # ntt.cuh: the NTT and H pipeline over Fr (kernels/gpu/cxx_ntt.py), Fr's field tests
+    *(f"ntt_{o}{k}" for o in ("dif", "dit") for k in (1, 2, 3)),
+    "ntt_pow_table", "ntt_bitrev", "ntt_scale", "ntt_abc", "fr_field_ops",
 )
 
 

@@ -49,6 +49,19 @@ STACK_BUDGET_BYTES: dict[str, int] = {
     "cxx/g2_accumulate": 1824,
     "cxx/g2_reduce": 2304,
     "cxx/g2_segments": 3072,
+    # ntt.cuh (kernels/gpu/cxx_ntt.py): the stack is the operands of the called Fr multiply
+    # (two elements by address; the DIT passes three: the product's copy and the coset factor).
+    "cxx/ntt_dif1": 64,
+    "cxx/ntt_dif2": 64,
+    "cxx/ntt_dif3": 64,
+    "cxx/ntt_dit1": 192,
+    "cxx/ntt_dit2": 192,
+    "cxx/ntt_dit3": 192,
+    "cxx/ntt_pow_table": 64,
+    "cxx/ntt_bitrev": 0,
+    "cxx/ntt_scale": 64,
+    "cxx/ntt_abc": 128,
+    "cxx/fr_field_ops": 64,
 }
 
 

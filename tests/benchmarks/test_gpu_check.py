@@ -30,6 +30,9 @@ def test_ntt_section_matches_on_the_cpu_runtime(check):
     for v in res.values():
         assert v["match"] is True and v["h_match"] is True
         assert v["forward"]["wall_ms"] >= 0 and v["forward"]["event_ms"] is None
+        # the C++ NTT side by side (its host twin here), checked against the CPU as well
+        assert v["cxx"]["match"] is True and v["cxx"]["h_match"] is True
+        assert v["cxx"]["h_pipeline"]["wall_ms"] >= 0
 
 
 def test_msm_section_matches_on_the_cpu_runtime(check):
@@ -280,3 +283,26 @@ def test_the_tabled_phase_of_the_scale_section_on_the_numpy_stand_in(check, monk
     assert res["match"] is True
     assert res["device_key_bytes"] > plain_bytes
     assert "MSM B2" in res["device_steps_ms"]
+
+
+def test_ntt_targets_take_the_faster_correct_ntt(check):
+    """numba and C++ side by side: the faster one that matches counts, a mismatching one never;
+    the table shows both."""
+    rep = json.loads(json.dumps(GOOD))
+    rep["ntt"]["2^20"] = {"forward": {"event_ms": 0.9, "wall_ms": 1.2}, "match": True,
+                          "h_pipeline": {"event_ms": 4.3, "wall_ms": 5}, "h_match": True,
+                          "cxx": {"forward": {"event_ms": 0.25, "wall_ms": 0.4}, "match": True,
+                                  "h_pipeline": {"event_ms": 1.0, "wall_ms": 1.2},
+                                  "h_match": False},
+                          "cxx_ptx": {"forward": {"event_ms": 0.28, "wall_ms": 0.4},
+                                      "match": True,
+                                      "h_pipeline": {"event_ms": 1.4, "wall_ms": 1.6},
+                                      "h_match": True}}
+    t = check.target_figures(rep)
+    assert t["ntt_2^20_ms"] == {"value": 0.25, "target": "<= 0.3", "met": True}
+    assert t["h_2^20_ms"] == {"value": 1.4, "target": "<= 1.5", "met": True}
+    assert "ntt/2^20/cxx: h_match is false" in check.problems(rep)
+    text = check.table(rep)
+    assert "  C++" in text and "  ptx" in text
+    del rep["ntt"]["2^20"]["cxx_ptx"]
+    assert check.target_figures(rep)["h_2^20_ms"]["value"] == 4.3   # the mismatch never counts

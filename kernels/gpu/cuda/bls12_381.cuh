@@ -22,3 +22,23 @@ struct Bls12381Fq {
 
 typedef Fp<Bls12381Fq> Fq;
 typedef Fp2<Bls12381Fq> Fq2;
+
+// BLS12-381's scalar field Fr (255 bits in 256: the top bit is spare, not two), for the NTT and
+// the H pipeline (ntt.cuh). field.cuh's arithmetic needs p < 2^(32N - 1) only (see its header),
+// which Fr meets: r's top limb is 0x73eda753 < 2^31.
+struct Bls12381Fr {
+    static constexpr int N = 8;
+    static constexpr u32 N0INV = 0xffffffffu;  // -r^-1 mod 2^32
+    static CZ_HD u32 mod(int i) {
+        constexpr u32 p[8] = {0x00000001u, 0xffffffffu, 0xfffe5bfeu, 0x53bda402u,
+                              0x09a1d805u, 0x3339d808u, 0x299d7d48u, 0x73eda753u};
+        return p[i];
+    }
+    static CZ_HD u32 one(int i) {  // R = 2^256 mod r
+        constexpr u32 r[8] = {0xfffffffeu, 0x00000001u, 0x00034802u, 0x5884b7fau,
+                              0xecbc4ff5u, 0x998c4fefu, 0xacc5056fu, 0x1824b159u};
+        return r[i];
+    }
+};
+
+typedef Fp<Bls12381Fr> Fr;

@@ -2,9 +2,14 @@
 //
 // A field is a traits struct (see bls12_381.cuh): N limbs, N0INV = -p^-1 mod 2^32, mod(i) the
 // i-th limb of p, one(i) the i-th limb of R mod p. Elements are little-endian u32[N] in
-// Montgomery form (x * 2^(32N) mod p), fully reduced (< p). The code assumes p < 2^(32N - 2)
-// (BLS12-381's Fq: 381 bits in 384), so sums of two elements and CIOS's running value fit in N
-// limbs plus one without a carry word.
+// Montgomery form (x * 2^(32N) mod p), fully reduced (< p). The code assumes p < 2^(32N - 1):
+// one spare top bit (BLS12-381's Fq: 381 bits in 384; its Fr: 255 bits in 256). That is all it
+// needs, with W = 2^32 and inputs < p:
+// * a + b < 2p < 2^(32N): the sum fits N limbs (the add's last carry is always 0), then one
+//   conditional subtraction; a - b adds p back on a borrow (wraps mod 2^(32N), exact).
+// * CIOS keeps its running value t < 2p (t' = (t + a*b_i + m*p) / W < (2p + 2(W-1)p) / W = 2p),
+//   and the value before the shift is < 2pW < 2^(32N + 32): N limbs plus one word, so neither
+//   row's chains carry out of t[N], and the final t < 2p needs one conditional subtraction.
 //
 // Two implementations of the multiply, chosen at compile time:
 // * on the device (nvcc, unless CUZK_PORTABLE_FIELD is defined): CIOS with PTX carry chains

@@ -264,3 +264,5 @@ WARP_KERNEL(msm_digit_scatter,
 
 CURVE_KERNELS(g1, Fq)
 CURVE_KERNELS(g2, Fq2)
+
+#include "ntt.cuh"  // the NTT and H pipeline over Fr, fr_field_ops

@@ -174,6 +174,7 @@ def install(monkeypatch, msm_precompute: str = "off") -> tuple[object, Pool]:
     monkeypatch.setattr(cuda_backend, "_make_executor",
                         lambda cp, stream: Executor(cpu_target(), cp, stream=None))
     monkeypatch.setattr(cuda_backend, "_make_msm", lambda cp, stream: CxxMsm(host_kernels(), cp))
+    monkeypatch.setattr(cuda_backend, "_make_cxx_kernels", lambda cp, stream: host_kernels())
     monkeypatch.setattr(cuda_backend.CudaBackend, "_device",
                         lambda self: contextlib.nullcontext())
     return cuda_backend.CudaBackend(0, msm_precompute=msm_precompute), pool

@@ -31,6 +31,7 @@ from kernels.gpu import cxx_msm
 from kernels.gpu.cxx_kernels import VARIANTS
 from kernels.gpu.g1 import g1_to_affine_mont
 from tests.kernels.gpu import test_gpu_cxx_msm as cxx_cases
+from tests.kernels.gpu import test_gpu_cxx_ntt as ntt_cases
 
 R = BLS12_381.r
 
@@ -343,3 +344,31 @@ def test_device_cxx_msm_edge_cases(cxx_kernels, curve, monkeypatch):
     cxx_cases.check_hot_bucket(cxx_kernels, curve, monkeypatch)
     for c, copies in cxx_cases.TABLED:          # window copies: 1, 2, not dividing, all
         cxx_cases.check_tabled(cxx_kernels, curve, c, copies)
+
+
+# --------------------------------------------------------------------------- the C++ NTT
+
+def test_device_cxx_fr_ops_match_integers(cxx_kernels):
+    ntt_cases.check_fr_ops(cxx_kernels)
+
+
+@pytest.mark.parametrize("log_n", [1, 4, 10, 16])
+def test_device_cxx_ntt_and_h_match_cpu(cxx_kernels, log_n):
+    """The C++ forward/inverse NTT against kernels.ntt and H against qap.h_evaluations, bit for
+    bit, for every pass length (the last pass shorter at 2^4 and 2^10)."""
+    for pass_bits in (1, 3):
+        ntt_cases.check_ntt_matches_cpu(cxx_kernels, log_n, pass_bits)
+        ntt_cases.check_h_matches_qap(cxx_kernels, log_n, pass_bits)
+
+
+@pytest.mark.parametrize("log_n", [1, 5, 14])
+def test_device_h_with_the_cxx_ntt_matches_cpu(monkeypatch, log_n):
+    """CUZK_GPU_NTT=cxx: the backend's H (the lane's _h_queue) on the C++ NTT."""
+    require_gpu()
+    monkeypatch.setenv(cuda_backend.NTT_ENV, "cxx")
+    backend = CudaBackend(0)
+    assert backend.ntt_kind == "cxx"
+    n = 1 << log_n
+    key, _, _ = _fake_key(4, 1)
+    a, b, c = _rand_mont(n, 1), _rand_mont(n, 2), _rand_mont(n, 3)
+    assert np.array_equal(backend.h_evaluations(key, a, b, c), qap.h_evaluations(a, b, c, log_n))
