@@ -202,9 +202,11 @@ def test_shutdown_cancels_unfinished_jobs():
 def test_finished_jobs_are_retired_beyond_retention():
     engine, _, _ = make_test_engine(KINDS, job_retention=2)
     with engine:
-        jobs = [engine.submit("small", [{"tag": str(i)}], request_id=f"r{i}") for i in range(4)]
-        for j in jobs:
-            assert j.settled.wait(5)
+        jobs = []
+        for i in range(4):  # one after another: retention keeps the newest to finish, and
+            # jobs run together may finish in any order
+            jobs.append(engine.submit("small", [{"tag": str(i)}], request_id=f"r{i}"))
+            assert jobs[-1].settled.wait(5)
 
         def retired(job_id: str) -> bool:
             try:
@@ -214,8 +216,8 @@ def test_finished_jobs_are_retired_beyond_retention():
             return False
 
         # a job is retired just after the next ones conclude (settled is set before that)
-        assert wait_until(lambda: retired(jobs[0].id), 5)
-        assert engine.get(jobs[3].id) is jobs[3]
+        assert wait_until(lambda: retired(jobs[0].id) and retired(jobs[1].id), 5)
+        assert engine.get(jobs[2].id) is jobs[2] and engine.get(jobs[3].id) is jobs[3]
         again = engine.submit("small", [{"tag": "0"}], request_id="r0")
         assert again is not jobs[0]  # its idempotency entry went with it
         status = engine.status()
