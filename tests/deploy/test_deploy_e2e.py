@@ -284,25 +284,21 @@ def _substitute(expr: str, job: str, instance: str, range_s: int) -> str:
     return out
 
 
+def _engine_samples(base: str, name: str) -> list:
+    """The samples of one metric family in the engine's own /metrics now."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return [sample for family in text_string_to_metric_families(_text(f"{base}/metrics"))
+            if family.name == name for sample in family.samples]
+
+
 def _partitions(base: str) -> dict[str, float]:
     """The engine's unfinished partitions by phase, read from its /metrics."""
-    from prometheus_client.parser import text_string_to_metric_families
-
     out: dict[str, float] = {}
-    for family in text_string_to_metric_families(_text(f"{base}/metrics")):
-        if family.name == "cuzk_partitions":
-            for sample in family.samples:
-                phase = sample.labels["phase"]
-                out[phase] = out.get(phase, 0.0) + sample.value
+    for sample in _engine_samples(base, "cuzk_partitions"):
+        phase = sample.labels["phase"]
+        out[phase] = out.get(phase, 0.0) + sample.value
     return out
-
-
-def _engine_sum(base: str, name: str) -> float:
-    """The sum of a family's samples in the engine's own /metrics now."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    return sum(sample.value for family in text_string_to_metric_families(_text(f"{base}/metrics"))
-               if family.name == name for sample in family.samples)
 
 
 def _slo_bound_s(kind: str) -> float:
@@ -640,7 +636,7 @@ def test_engine_and_prometheus_end_to_end(stack):
              f"min(min_over_time(instance:cuzk_jobs_backlog_drain:seconds{sel}[3s]))")
     _http(f"{base}/v1/workers/pause", {})
     held = [_submit(base, "window-post") for _ in range(2)]
-    while _engine_sum(base, "cuzk_jobs_queued") == 0 and len(held) < 40:
+    while not any(q.value for q in _engine_samples(base, "cuzk_jobs_queued")) and len(held) < 40:
         held.append(_submit(base, "window-post"))
     _wait_for("Prometheus to see partitions waiting for memory and the backlog rules a job",
               lambda: all((prom.scalar(q) or 0) > 0 for q in (waiters, *rules)), 20,

@@ -17,10 +17,12 @@ from cuzk.engine.memory import MemoryBudget
 from cuzk.engine.settings import EngineSettings, default_proof_kinds
 from cuzk.prover import cuda_backend, real_prover
 from cuzk.prover.keystore import ensure_zkey
+from cuzk.settings_schema import MSM_PRECOMPUTE_BUDGET_SHARE
 from tests.conftest import KEYS_DIR
 
 KIND = "winning-post"
 BOUND_S = 30.0
+DEVICE_TOTAL_BYTES = 1 << 34  # what the recorded device reports as its memory
 
 
 class RecordingDevice:
@@ -31,7 +33,7 @@ class RecordingDevice:
 
     def __init__(self, index: int, msm_precompute: str = "off") -> None:
         self.device = f"cuda:{index}"
-        self.msm_table_budget = cuda_backend.msm_table_budget(msm_precompute, 1 << 34)
+        self.msm_table_budget = cuda_backend.msm_table_budget(msm_precompute, DEVICE_TOTAL_BYTES)
         self.device_index = index
         self.uploads: list[int] = []
         self.budget: MemoryBudget | None = None
@@ -64,7 +66,7 @@ class RecordingDevice:
         return 1 << 20
 
     def memory_info(self):
-        return None, 1 << 34
+        return None, DEVICE_TOTAL_BYTES
 
 
 @pytest.fixture()
@@ -142,9 +144,7 @@ def test_device_window_tables_are_in_the_hint_and_the_loaded_figure(cuda_prover,
                               keys_dir=KEYS_DIR, msm_precompute="on")
     tabled = real_prover.RealProver(settings)
     device = RecordingDevice.instances[-1]
-    from cuzk.settings_schema import MSM_PRECOMPUTE_BUDGET_SHARE
-
-    assert device.msm_table_budget == (1 << 34) // MSM_PRECOMPUTE_BUDGET_SHARE
+    assert device.msm_table_budget == DEVICE_TOTAL_BYTES // MSM_PRECOMPUTE_BUDGET_SHARE
     hint = tabled.key_device_bytes_hint(KIND)
     handle = tabled.load_key(KIND)
     assert hint == handle.device_bytes > off
